@@ -1,0 +1,184 @@
+/*
+ * ccl: a collective communication library for host memory and GPUs.
+ *
+ * This is the C ABI. It mirrors NCCL's (same argument order, same enum values, `ccl` where NCCL
+ * says `nccl`), so porting a program is a rename. Every function returns a cclResult_t unless
+ * noted; after a failure cclGetLastError(comm) says why, and CCL_DEBUG=WARN logs it.
+ *
+ * Minimal example (two processes started by `cclrun -np 2 ./a.out`):
+ *
+ *   cclComm_t comm;
+ *   cclCommInitFromEnv(&comm);
+ *   float x[4] = {1, 2, 3, 4};
+ *   cclAllReduce(x, x, 4, cclFloat32, cclSum, comm, NULL);   // x = {2, 4, 6, 8} on both ranks
+ *   cclCommDestroy(comm);
+ */
+#ifndef CCL_CCL_H_
+#define CCL_CCL_H_
+
+#include <limits.h>
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define CCL_API __attribute__((visibility("default")))
+#else
+#define CCL_API
+#endif
+
+#define CCL_MAJOR 0
+#define CCL_MINOR 1
+#define CCL_PATCH 0
+/** major*10000 + minor*100 + patch, the value cclGetVersion returns. */
+#define CCL_VERSION_CODE (CCL_MAJOR * 10000 + CCL_MINOR * 100 + CCL_PATCH)
+
+#define CCL_UNIQUE_ID_BYTES 128
+/** Rendezvous token made by cclGetUniqueId on one rank and handed to all the others. */
+typedef struct {
+  char internal[CCL_UNIQUE_ID_BYTES];
+} cclUniqueId;
+
+typedef struct cclComm* cclComm_t;
+/** An in-order queue of host work; NULL means "return when the operation is complete". */
+typedef struct cclStream* cclStream_t;
+
+typedef enum {
+  cclSuccess = 0,
+  cclUnhandledCudaError = 1,
+  cclSystemError = 2,
+  cclInternalError = 3,
+  cclInvalidArgument = 4,
+  cclInvalidUsage = 5,
+  cclRemoteError = 6,
+  cclInProgress = 7,
+  cclTimeout = 8,
+  cclNumResults = 9
+} cclResult_t;
+
+typedef enum {
+  cclInt8 = 0,
+  cclChar = 0,
+  cclUint8 = 1,
+  cclInt32 = 2,
+  cclInt = 2,
+  cclUint32 = 3,
+  cclInt64 = 4,
+  cclUint64 = 5,
+  cclFloat16 = 6,
+  cclHalf = 6,
+  cclFloat32 = 7,
+  cclFloat = 7,
+  cclFloat64 = 8,
+  cclDouble = 8,
+  cclBfloat16 = 9,
+  cclFloat8e4m3 = 10,
+  cclFloat8e5m2 = 11,
+  cclNumTypes = 12
+} cclDataType_t;
+
+/** Values >= cclNumOps are operations made by cclRedOpCreatePreMulSum. */
+typedef enum {
+  cclSum = 0,
+  cclProd = 1,
+  cclMax = 2,
+  cclMin = 3,
+  cclAvg = 4,
+  cclNumOps = 5,
+  cclMaxRedOp = 0x7fffffff
+} cclRedOp_t;
+
+/** Color for cclCommSplit that gives the caller no new communicator. */
+#define CCL_SPLIT_NOCOLOR -1
+
+#define CCL_CONFIG_UNDEF_INT INT_MIN
+#define CCL_CONFIG_UNDEF_PTR NULL
+#define CCL_CONFIG_MAGIC 0xcafebeefu
+
+/** Per-communicator settings. Always start from CCL_CONFIG_INITIALIZER. */
+typedef struct cclConfig {
+  size_t size;      /* set by the initializer: sizeof(cclConfig_t) */
+  unsigned magic;   /* set by the initializer: CCL_CONFIG_MAGIC */
+  unsigned version; /* set by the initializer: CCL_VERSION_CODE */
+  int blocking;     /* 1 (default): calls return when done */
+  int timeoutMs;    /* bound on every wait; default CCL_TIMEOUT */
+  const char* commName;
+} cclConfig_t;
+
+/** Fills size/magic/version and marks every other field unset (library default). */
+#define CCL_CONFIG_INITIALIZER                                                     \
+  {                                                                                \
+    sizeof(cclConfig_t), CCL_CONFIG_MAGIC, CCL_VERSION_CODE, CCL_CONFIG_UNDEF_INT, \
+        CCL_CONFIG_UNDEF_INT, CCL_CONFIG_UNDEF_PTR                                 \
+  }
+
+/** Writes major*10000 + minor*100 + patch to *version. */
+CCL_API cclResult_t cclGetVersion(int* version);
+/** A static string naming the result code (never NULL). */
+CCL_API const char* cclGetErrorString(cclResult_t result);
+/** Human-readable detail of the last failure on comm (or of the calling thread when comm is NULL).
+ */
+CCL_API const char* cclGetLastError(cclComm_t comm);
+
+/** Makes a rendezvous id; the calling process serves the rendezvous until every rank has joined. */
+CCL_API cclResult_t cclGetUniqueId(cclUniqueId* uniqueId);
+/** Joins communicator `commId` as `rank` of `nranks`; blocks until every rank has joined. */
+CCL_API cclResult_t cclCommInitRank(cclComm_t* comm, int nranks, cclUniqueId commId, int rank);
+CCL_API cclResult_t cclCommInitRankConfig(cclComm_t* comm, int nranks, cclUniqueId commId, int rank,
+                                          cclConfig_t* config);
+/** Rank, size and rendezvous from cclrun, mpirun, Hydra, srun or torchrun variables. */
+CCL_API cclResult_t cclCommInitFromEnv(cclComm_t* comm);
+CCL_API cclResult_t cclCommSplit(cclComm_t comm, int color, int key, cclComm_t* newcomm,
+                                 cclConfig_t* config);
+CCL_API cclResult_t cclCommFinalize(cclComm_t comm);
+CCL_API cclResult_t cclCommDestroy(cclComm_t comm);
+CCL_API cclResult_t cclCommAbort(cclComm_t comm);
+CCL_API cclResult_t cclCommGetAsyncError(cclComm_t comm, cclResult_t* asyncError);
+CCL_API cclResult_t cclCommCount(const cclComm_t comm, int* count);
+CCL_API cclResult_t cclCommUserRank(const cclComm_t comm, int* rank);
+
+CCL_API cclResult_t cclRedOpCreatePreMulSum(cclRedOp_t* op, void* scalar, cclDataType_t datatype,
+                                            int residence, cclComm_t comm);
+CCL_API cclResult_t cclRedOpDestroy(cclRedOp_t op, cclComm_t comm);
+
+CCL_API cclResult_t cclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                                 cclDataType_t datatype, cclRedOp_t op, cclComm_t comm,
+                                 cclStream_t stream);
+CCL_API cclResult_t cclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
+                                 cclDataType_t datatype, int root, cclComm_t comm,
+                                 cclStream_t stream);
+CCL_API cclResult_t cclReduce(const void* sendbuff, void* recvbuff, size_t count,
+                              cclDataType_t datatype, cclRedOp_t op, int root, cclComm_t comm,
+                              cclStream_t stream);
+CCL_API cclResult_t cclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                 cclDataType_t datatype, cclComm_t comm, cclStream_t stream);
+CCL_API cclResult_t cclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                     cclDataType_t datatype, cclRedOp_t op, cclComm_t comm,
+                                     cclStream_t stream);
+/** Sends `count` elements to each peer. */
+CCL_API cclResult_t cclAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
+                                cclDataType_t datatype, cclComm_t comm, cclStream_t stream);
+CCL_API cclResult_t cclSend(const void* sendbuff, size_t count, cclDataType_t datatype, int peer,
+                            cclComm_t comm, cclStream_t stream);
+CCL_API cclResult_t cclRecv(void* recvbuff, size_t count, cclDataType_t datatype, int peer,
+                            cclComm_t comm, cclStream_t stream);
+CCL_API cclResult_t cclBarrier(cclComm_t comm, cclStream_t stream);
+CCL_API cclResult_t cclGroupStart(void);
+CCL_API cclResult_t cclGroupEnd(void);
+
+/** An in-order queue of host work, run by a thread of its own. */
+CCL_API cclResult_t cclStreamCreate(cclStream_t* stream);
+/** Waits for all queued work; returns the first error of the queued work, if any. */
+CCL_API cclResult_t cclStreamSynchronize(cclStream_t stream);
+/** cclSuccess when all queued work is done, cclInProgress if not (or the first error). */
+CCL_API cclResult_t cclStreamQuery(cclStream_t stream);
+/** Waits for the queued work, then frees the stream. */
+CCL_API cclResult_t cclStreamDestroy(cclStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CCL_CCL_H_ */

@@ -1,0 +1,57 @@
+// Every CCL_* variable, declared once. `ccl-info --env` prints this table.
+#include "core/config.h"
+
+namespace ccl {
+
+const std::vector<ConfigVar>& config_vars() {
+  static const std::vector<ConfigVar> vars = {
+      // Logging
+      {"CCL_DEBUG", ConfigType::String, "",
+       "log level: WARN, INFO or TRACE (default: errors only in cclGetLastError)"},
+      {"CCL_DEBUG_SUBSYS", ConfigType::String, "INIT,COLL,NET,SHM,BOOTSTRAP,ENV",
+       "subsystems to log: INIT,COLL,NET,SHM,TOPO,TUNE,BOOTSTRAP,ENV,ALL; ^X excludes"},
+      {"CCL_DEBUG_FILE", ConfigType::String, "",
+       "write the log to this file (%h host, %p pid) instead of stderr"},
+      // Waiting and failure detection
+      {"CCL_TIMEOUT", ConfigType::Int, "300",
+       "seconds any single wait may take before cclTimeout (cclConfig_t.timeoutMs overrides)"},
+      {"CCL_SPIN_US", ConfigType::Int, "20",
+       "microseconds a waiting rank polls before it yields the core"},
+      {"CCL_YIELD_US", ConfigType::Int, "200",
+       "microseconds a waiting rank polls with sched_yield before it sleeps"},
+      // Rendezvous and launchers
+      {"CCL_COMM_ID", ConfigType::String, "",
+       "host:port of the rendezvous for cclCommInitFromEnv (rank 0 listens)"},
+      {"CCL_COMM_SECRET", ConfigType::String, "",
+       "32 hex digits every rank presents at the rendezvous (set by cclrun)"},
+      {"CCL_BOOTSTRAP_LISTEN_FD", ConfigType::Int, "-1",
+       "a listening socket handed to rank 0 by cclrun"},
+      {"CCL_RANK", ConfigType::Int, "-1", "this process's rank (set by cclrun)"},
+      {"CCL_WORLD_SIZE", ConfigType::Int, "-1", "number of ranks (set by cclrun)"},
+      {"CCL_LOCAL_RANK", ConfigType::Int, "-1",
+       "rank among the ranks of this host (set by cclrun)"},
+      {"CCL_LOCAL_SIZE", ConfigType::Int, "-1", "number of ranks on this host (set by cclrun)"},
+      {"CCL_HOSTID", ConfigType::String, "",
+       "overrides the host identity (hostname + boot id): ranks with equal ids use shared memory"},
+      // Transports
+      {"CCL_SHM_DISABLE", ConfigType::Bool, "0",
+       "1: never use shared memory between ranks (tcp instead)"},
+      {"CCL_SHM_SLOTS", ConfigType::Int, "8", "slots in each shared-memory channel ring"},
+      {"CCL_BUFFSIZE", ConfigType::Bytes, "4M",
+       "bytes of buffering per connection and direction (shm ring, chunk size)"},
+      {"CCL_SOCKET_IFNAME", ConfigType::String, "",
+       "interfaces for tcp: prefixes, ^ to exclude, = for exact names (eth0, ^docker,lo, =eth1)"},
+      {"CCL_SOCKET_FAMILY", ConfigType::String, "",
+       "AF_INET or AF_INET6 to force the address family of tcp"},
+      {"CCL_NET", ConfigType::String, "",
+       "network transport between hosts: tcp (the only one so far)"},
+      // Algorithms
+      {"CCL_ALGO", ConfigType::String, "", "algorithms to allow: ring (the only one so far)"},
+      {"CCL_PROTO", ConfigType::String, "", "protocols to allow: Simple (the only one so far)"},
+      {"CCL_CHUNKSIZE", ConfigType::Bytes, "0",
+       "bytes per pipelined chunk; 0: derived from CCL_BUFFSIZE"},
+  };
+  return vars;
+}
+
+}  // namespace ccl

@@ -1,0 +1,35 @@
+#include "core/error.h"
+
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+
+namespace ccl {
+
+namespace {
+std::string vformat(const char* fmt, va_list ap) {
+  char buf[1024];
+  vsnprintf(buf, sizeof(buf), fmt, ap);
+  return buf;
+}
+}  // namespace
+
+void throw_error(cclResult_t code, const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  std::string msg = vformat(fmt, ap);
+  va_end(ap);
+  throw Error(code, msg);
+}
+
+void throw_system_error(int err, const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  std::string msg = vformat(fmt, ap);
+  va_end(ap);
+  msg += ": ";
+  msg += strerror(err);
+  throw Error(cclSystemError, msg);
+}
+
+}  // namespace ccl
