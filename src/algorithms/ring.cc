@@ -1,0 +1,192 @@
+#include "algorithms/ring.h"
+
+#include <vector>
+
+#include "core/error.h"
+
+namespace ccl::algo {
+
+namespace {
+
+// A rank's place on the ring, checked once so the builders below can trust it.
+struct RingPlace {
+  int n;
+  int pos;  // index of the rank in the order
+  std::span<const int> order;
+  int at(long p) const {  // rank at position p, any integer p (wraps around)
+    const long m = ((p % n) + n) % n;
+    return order.empty() ? static_cast<int>(m) : order[m];
+  }
+  int next() const { return at(pos + 1); }
+  int prev() const { return at(pos - 1); }
+};
+
+RingPlace place_on_ring(const RingParams& p, const char* who) {
+  if (p.nranks < 1) throw_error(cclInvalidArgument, "%s: nranks %d < 1", who, p.nranks);
+  if (p.rank < 0 || p.rank >= p.nranks) {
+    throw_error(cclInvalidArgument, "%s: rank %d not in [0,%d)", who, p.rank, p.nranks);
+  }
+  RingPlace ring{p.nranks, p.rank, p.order};
+  if (p.order.empty()) return ring;
+  if (p.order.size() != static_cast<size_t>(p.nranks)) {
+    throw_error(cclInvalidArgument, "%s: ring order has %zu entries for %d ranks", who,
+                p.order.size(), p.nranks);
+  }
+  std::vector<bool> seen(p.nranks, false);
+  for (size_t i = 0; i < p.order.size(); ++i) {
+    const int r = p.order[i];
+    if (r < 0 || r >= p.nranks || seen[r]) {
+      throw_error(cclInvalidArgument, "%s: ring order is not a permutation (entry %zu is %d)", who,
+                  i, r);
+    }
+    seen[r] = true;
+    if (r == p.rank) ring.pos = static_cast<int>(i);
+  }
+  return ring;
+}
+
+// Every piece is cut into the same number of chunks (that of the largest piece), near-equal and
+// at most `chunk_elems` each, so all ranks have the same round structure and no tiny tail chunk.
+size_t chunks_per_piece(size_t largest_piece, size_t chunk_elems) {
+  if (chunk_elems == 0 || largest_piece == 0) return 1;
+  return (largest_piece + chunk_elems - 1) / chunk_elems;
+}
+
+Region sub_region(Buffer buffer, Piece piece, size_t nchunks, size_t chunk) {
+  const Piece c = split_even(piece.count, nchunks, chunk);
+  return Region{buffer, piece.offset + c.offset, c.count};
+}
+
+Step send(int peer, Region src) { return Step{StepKind::Send, peer, src, Region{}}; }
+Step recv(int peer, Region dst) { return Step{StepKind::Recv, peer, Region{}, dst}; }
+
+void push_nonempty(Schedule& s, Round&& round) {
+  if (!round.steps.empty()) s.rounds.push_back(std::move(round));
+}
+
+}  // namespace
+
+Schedule ring_allreduce(const RingParams& params) {
+  const RingPlace ring = place_on_ring(params, "ring_allreduce");
+  const size_t count = params.count;
+  const int n = ring.n;
+  Schedule s;
+  if (count == 0) return s;  // touches nothing; buffers may be NULL
+  const Region all_in{Buffer::Input, 0, count};
+  const Region all_out{Buffer::Output, 0, count};
+  if (n == 1) {
+    // The executor skips the copy when Input and Output are the same memory.
+    s.rounds.push_back(Round{{Step{StepKind::Copy, -1, all_in, all_out}}});
+    s.rounds.push_back(Round{{Step{StepKind::Finalize, -1, Region{}, all_out}}});
+    return s;
+  }
+  const auto piece = [&](long p) {
+    return split_even(count, n, static_cast<size_t>(((p % n) + n) % n));
+  };
+  const size_t nchunks = chunks_per_piece(split_even(count, n, 0).count, params.chunk_elems);
+  const int next = ring.next(), prev = ring.prev();
+  const long pos = ring.pos;
+
+  // Reduce-scatter: at step st a rank forwards the partial sum of piece (pos-st) and folds its
+  // own Input into piece (pos-st-1) as that arrives. Each piece reaches a rank exactly once, so
+  // the local operand is always Input (Output of that piece has not been written yet), which is
+  // also what makes in-place (Input == Output) correct.
+  for (int st = 0; st + 1 < n; ++st) {
+    const Piece out_piece = piece(pos - st), in_piece = piece(pos - st - 1);
+    const Buffer from = st == 0 ? Buffer::Input : Buffer::Output;
+    for (size_t c = 0; c < nchunks; ++c) {
+      Round round;
+      const Region tx = sub_region(from, out_piece, nchunks, c);
+      if (tx.count != 0) round.steps.push_back(send(next, tx));
+      const Region rx_in = sub_region(Buffer::Input, in_piece, nchunks, c);
+      const Region rx_out = sub_region(Buffer::Output, in_piece, nchunks, c);
+      if (rx_out.count != 0) round.steps.push_back(Step{StepKind::RecvReduce, prev, rx_in, rx_out});
+      push_nonempty(s, std::move(round));
+    }
+  }
+  // The rank now holds piece pos+1 fully reduced; finalize it (avg) before anyone copies it.
+  const Piece owned = piece(pos + 1);
+  if (owned.count != 0) {
+    s.rounds.push_back(Round{{Step{StepKind::Finalize, -1, Region{},
+                                   Region{Buffer::Output, owned.offset, owned.count}}}});
+  }
+  // Allgather: pass the finished pieces around, each landing directly in Output.
+  for (int st = 0; st + 1 < n; ++st) {
+    const Piece out_piece = piece(pos + 1 - st), in_piece = piece(pos - st);
+    for (size_t c = 0; c < nchunks; ++c) {
+      Round round;
+      const Region tx = sub_region(Buffer::Output, out_piece, nchunks, c);
+      if (tx.count != 0) round.steps.push_back(send(next, tx));
+      const Region rx = sub_region(Buffer::Output, in_piece, nchunks, c);
+      if (rx.count != 0) round.steps.push_back(recv(prev, rx));
+      push_nonempty(s, std::move(round));
+    }
+  }
+  return s;
+}
+
+Schedule chain_broadcast(const RingParams& params, int root) {
+  const RingPlace ring = place_on_ring(params, "chain_broadcast");
+  const int n = ring.n;
+  if (root < 0 || root >= n) {
+    throw_error(cclInvalidArgument, "chain_broadcast: root %d not in [0,%d)", root, n);
+  }
+  Schedule s;
+  const size_t count = params.count;
+  if (count == 0) return s;
+  int root_pos = root;
+  if (!params.order.empty()) {
+    for (int i = 0; i < n; ++i) {
+      if (params.order[i] == root) root_pos = i;
+    }
+  }
+  const int index = ((ring.pos - root_pos) % n + n) % n;  // 0: root, n-1: tail of the chain
+  const size_t nchunks = chunks_per_piece(count, params.chunk_elems);
+  const Piece whole{0, count};
+  const int next = ring.next(), prev = ring.prev();
+
+  if (index == 0) {
+    // Only the root's Input is read (non-roots' sendbuff may be NULL).
+    for (size_t c = 0; c < nchunks; ++c) {
+      Round round;
+      if (c == 0) {
+        // Skipped by the executor when in-place.
+        round.steps.push_back(Step{StepKind::Copy, -1, Region{Buffer::Input, 0, count},
+                                   Region{Buffer::Output, 0, count}});
+      }
+      if (n > 1) round.steps.push_back(send(next, sub_region(Buffer::Input, whole, nchunks, c)));
+      push_nonempty(s, std::move(round));
+    }
+    return s;
+  }
+  const bool tail = index == n - 1;
+  // Chunk c arrives in round c and leaves in round c+1: the chain is one round deep per hop.
+  for (size_t c = 0; c <= nchunks; ++c) {
+    Round round;
+    if (c < nchunks)
+      round.steps.push_back(recv(prev, sub_region(Buffer::Output, whole, nchunks, c)));
+    if (!tail && c > 0) {
+      round.steps.push_back(send(next, sub_region(Buffer::Output, whole, nchunks, c - 1)));
+    }
+    push_nonempty(s, std::move(round));
+  }
+  return s;
+}
+
+Schedule dissemination_barrier(int nranks, int rank) {
+  if (nranks < 1) throw_error(cclInvalidArgument, "dissemination_barrier: nranks %d < 1", nranks);
+  if (rank < 0 || rank >= nranks) {
+    throw_error(cclInvalidArgument, "dissemination_barrier: rank %d not in [0,%d)", rank, nranks);
+  }
+  Schedule s;
+  // After round k a rank has heard, directly or not, from the 2^(k+1)-1 ranks before it.
+  for (long dist = 1; dist < nranks; dist *= 2) {
+    const int to = static_cast<int>((rank + dist) % nranks);
+    const int from = static_cast<int>((rank - dist + nranks) % nranks);
+    s.rounds.push_back(
+        Round{{send(to, Region{Buffer::Input, 0, 0}), recv(from, Region{Buffer::Output, 0, 0})}});
+  }
+  return s;
+}
+
+}  // namespace ccl::algo

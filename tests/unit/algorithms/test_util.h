@@ -1,0 +1,49 @@
+// Helpers shared by the schedule tests: rank orders and building every rank's schedule.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "algorithms/schedule.h"
+
+namespace ccl::algo::test {
+
+enum class OrderKind { Identity, Reversed, Shuffled };
+
+inline const char* order_name(OrderKind k) {
+  return k == OrderKind::Identity ? "identity" : k == OrderKind::Reversed ? "reversed" : "shuffled";
+}
+
+// Empty for the identity, so the builders' default path is the one tested.
+inline std::vector<int> make_order(OrderKind kind, int n) {
+  std::vector<int> order;
+  if (kind == OrderKind::Identity) return order;
+  for (int i = 0; i < n; ++i) order.push_back(kind == OrderKind::Reversed ? n - 1 - i : i);
+  if (kind == OrderKind::Shuffled) {
+    // Fisher-Yates on raw mt19937 output: the same permutation with every standard library.
+    std::mt19937 rng(12345u + static_cast<unsigned>(n));
+    for (int i = n - 1; i > 0; --i) std::swap(order[i], order[rng() % (i + 1)]);
+  }
+  return order;
+}
+
+// A round with no steps costs a round trip through the executor for nothing.
+inline bool has_empty_round(const std::vector<Schedule>& all) {
+  for (const Schedule& s : all) {
+    for (const Round& r : s.rounds) {
+      if (r.steps.empty()) return true;
+    }
+  }
+  return false;
+}
+
+template <typename Build>
+std::vector<Schedule> for_all_ranks(int n, Build build) {
+  std::vector<Schedule> out;
+  for (int r = 0; r < n; ++r) out.push_back(build(r));
+  return out;
+}
+
+}  // namespace ccl::algo::test
