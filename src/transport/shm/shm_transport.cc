@@ -1,0 +1,353 @@
+#include "transport/shm/shm_transport.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <new>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/bootstrap/store.h"
+#include "core/config.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "transport/shm/doorbell.h"
+#include "transport/shm/peer_liveness.h"
+#include "transport/shm/shm_connection.h"
+#include "transport/shm/shm_layout.h"
+#include "transport/shm/shm_segment.h"
+
+namespace ccl::transport {
+
+namespace {
+
+using shm::ChannelView;
+using shm::Doorbell;
+using shm::SegmentGeometry;
+using shm::SegmentHeader;
+using shm::ShmConnection;
+using shm::ShmSegment;
+
+// What a rank publishes about its segment under "<tag>/shm/ready/<rank>" (text, for debugging).
+struct SegmentInfo {
+  int pid = 0;
+  std::string name;
+  size_t slots = 0;
+  size_t slot_bytes = 0;
+  std::vector<int> channel_ranks;  // the sender of each inbound channel, in channel order
+
+  SegmentGeometry geometry() const { return {slots, slot_bytes, channel_ranks.size()}; }
+
+  std::string encode() const {
+    std::ostringstream out;
+    out << "v" << shm::kLayoutVersion << " " << pid << " " << name << " " << slots << " "
+        << slot_bytes << " " << channel_ranks.size();
+    for (int r : channel_ranks) out << " " << r;
+    return out.str();
+  }
+
+  static SegmentInfo decode(const std::string& text, int from_rank) {
+    std::istringstream in(text);
+    SegmentInfo info;
+    std::string version;
+    size_t count = 0;
+    in >> version >> info.pid >> info.name >> info.slots >> info.slot_bytes >> count;
+    bool ok = !in.fail() && version == "v" + std::to_string(shm::kLayoutVersion) &&
+              info.slots >= 1 && info.slot_bytes >= kPieceAlign &&
+              info.slot_bytes % kPieceAlign == 0 && count < (1u << 20);
+    for (size_t i = 0; ok && i < count; ++i) {
+      int r = -1;
+      in >> r;
+      ok = !in.fail();
+      info.channel_ranks.push_back(r);
+    }
+    if (!ok) {
+      throw_error(cclRemoteError, "shm: malformed segment description from rank %d: '%s'",
+                  from_rank, text.c_str());
+    }
+    return info;
+  }
+};
+
+ChannelView channel_view(std::byte* base, const SegmentGeometry& geometry, size_t index) {
+  std::byte* channel = base + geometry.channels_offset() + index * geometry.channel_stride();
+  return ChannelView{reinterpret_cast<shm::ChannelControl*>(channel),
+                     channel + sizeof(shm::ChannelControl), geometry.slots, geometry.slot_bytes};
+}
+
+void validate(const ShmOptions& options) {
+  if (options.slots < 1 || options.slots > 4096) {
+    throw_error(cclInvalidUsage, "shm: CCL_SHM_SLOTS must be in [1, 4096], got %zu", options.slots);
+  }
+  if (options.slot_bytes < kPieceAlign || options.slot_bytes % kPieceAlign != 0) {
+    throw_error(cclInvalidUsage,
+                "shm: slot size must be a positive multiple of %zu bytes, got %zu (CCL_BUFFSIZE "
+                "/ CCL_SHM_SLOTS too small?)",
+                kPieceAlign, options.slot_bytes);
+  }
+}
+
+class ShmTransport final : public Transport {
+ public:
+  ShmTransport(const SetupContext& ctx, const ShmOptions& options)
+      : rank_(ctx.rank), tag_(ctx.comm_tag), options_(options) {
+    validate(options_);
+  }
+
+  ~ShmTransport() override {
+    // Connections point into the mappings: drop them first (members would do it in reverse
+    // declaration order anyway; this keeps the dependency explicit).
+    connections_.clear();
+  }
+
+  const char* name() const override { return "shm"; }
+
+  std::vector<Connection*> connect(const SetupContext& ctx, std::span<const int> peers) override;
+  void wait(std::chrono::microseconds timeout) override;
+  void interrupt() override {
+    interrupt_pending_.store(true, std::memory_order_seq_cst);
+    shm::doorbell_force(bell_.load(std::memory_order_acquire));
+  }
+
+ private:
+  std::string key(const char* what, int rank) const {
+    return tag_ + "/shm/" + what + "/" + std::to_string(rank);
+  }
+  void check_peers(const SetupContext& ctx, std::span<const int> peers) const;
+  void setup(const SetupContext& ctx, std::span<const int> peers,
+             std::vector<SegmentInfo>& peer_info);
+  void cleanup_failed_setup(const SetupContext& ctx, std::span<const int> peers,
+                            const std::vector<SegmentInfo>& peer_info);
+  bool any_ready() const;
+  void check_liveness();
+
+  int rank_;
+  std::string tag_;
+  ShmOptions options_;
+  bool connected_ = false;
+
+  ShmSegment own_;
+  std::vector<ShmSegment> peer_segments_;
+  std::vector<std::unique_ptr<ShmConnection>> connections_;
+
+  // Before connect(), wait() and interrupt() use a private doorbell; afterwards the segment's.
+  Doorbell private_bell_{};
+  std::atomic<Doorbell*> bell_{&private_bell_};
+  std::atomic<bool> interrupt_pending_{false};
+};
+
+void ShmTransport::check_peers(const SetupContext& ctx, std::span<const int> peers) const {
+  if (ctx.store == nullptr) throw_error(cclInternalError, "shm: connect without a store");
+  if (ctx.rank != rank_) {
+    throw_error(cclInternalError, "shm: connect as rank %d on the transport of rank %d", ctx.rank,
+                rank_);
+  }
+  std::set<int> seen;
+  for (int p : peers) {
+    if (p < 0 || p >= ctx.nranks || p == rank_ || !seen.insert(p).second) {
+      throw_error(cclInternalError, "shm: rank %d cannot connect to rank %d (of %d)", rank_, p,
+                  ctx.nranks);
+    }
+  }
+  if (connected_ && !peers.empty()) {
+    throw_error(cclInvalidUsage, "shm: connect() may add peers only once per transport");
+  }
+}
+
+std::vector<Connection*> ShmTransport::connect(const SetupContext& ctx,
+                                               std::span<const int> peers) {
+  check_peers(ctx, peers);
+  if (peers.empty()) return {};
+  std::vector<SegmentInfo> peer_info(peers.size());
+  try {
+    setup(ctx, peers, peer_info);
+  } catch (const Error& e) {
+    cleanup_failed_setup(ctx, peers, peer_info);
+    throw Error(e.code(), "shm connect (rank " + std::to_string(rank_) + "): " + e.what());
+  } catch (...) {
+    cleanup_failed_setup(ctx, peers, peer_info);
+    throw;
+  }
+  connected_ = true;
+  std::vector<Connection*> result;
+  for (auto& c : connections_) result.push_back(c.get());
+  CCL_INFO(kShm, "shm: rank %d connected to %zu peers, rings of %zu x %zu bytes", rank_,
+           peers.size(), options_.slots, options_.slot_bytes);
+  return result;
+}
+
+void ShmTransport::setup(const SetupContext& ctx, std::span<const int> peers,
+                         std::vector<SegmentInfo>& peer_info) {
+  // 1. Create and initialize our segment: one inbound channel per peer, in the order of peers.
+  SegmentInfo mine;
+  mine.pid = static_cast<int>(getpid());
+  mine.name = shm::segment_name(tag_, rank_);
+  mine.slots = options_.slots;
+  mine.slot_bytes = options_.slot_bytes;
+  mine.channel_ranks.assign(peers.begin(), peers.end());
+  SegmentGeometry geometry = mine.geometry();
+  own_ = ShmSegment::create(mine.name, geometry.total_bytes());
+  std::byte* base = own_.base();
+  auto* header = new (base) SegmentHeader{};
+  header->magic = shm::kSegmentMagic;
+  header->version = shm::kLayoutVersion;
+  header->channels = static_cast<uint32_t>(peers.size());
+  header->slots = geometry.slots;
+  header->slot_bytes = geometry.slot_bytes;
+  header->channel_stride = geometry.channel_stride();
+  header->channels_offset = geometry.channels_offset();
+  header->owner_rank = rank_;
+  header->owner_pid = mine.pid;
+  auto* bell = new (base + shm::kDoorbellOffset) Doorbell{};
+  auto* table = reinterpret_cast<int32_t*>(base + shm::kChannelTableOffset);
+  for (size_t i = 0; i < peers.size(); ++i) {
+    table[i] = peers[i];
+    new (channel_view(base, geometry, i).control) shm::ChannelControl{};
+  }
+  ctx.store->set(key("ready", rank_), to_bytes(mine.encode()));
+
+  // 2. Map the part of each peer's segment we use: its header and doorbell, and the channel it
+  //    keeps for us.
+  struct PeerMapping {
+    ShmSegment header;
+    ShmSegment channel;
+  };
+  std::vector<PeerMapping> mapped;
+  for (size_t i = 0; i < peers.size(); ++i) {
+    int p = peers[i];
+    peer_info[i] = SegmentInfo::decode(to_string(ctx.store->get(key("ready", p), ctx.deadline)), p);
+    const SegmentInfo& info = peer_info[i];
+    auto it = std::find(info.channel_ranks.begin(), info.channel_ranks.end(), rank_);
+    if (it == info.channel_ranks.end()) {
+      throw_error(cclInternalError, "shm: rank %d connects to rank %d, which did not list it",
+                  rank_, p);
+    }
+    size_t index = static_cast<size_t>(it - info.channel_ranks.begin());
+    SegmentGeometry g = info.geometry();
+    std::vector<ShmSegment> windows =
+        ShmSegment::open(info.name, g.total_bytes(),
+                         {{0, g.channels_offset()},
+                          {g.channels_offset() + index * g.channel_stride(), g.channel_stride()}});
+    const auto* h = reinterpret_cast<const SegmentHeader*>(windows[0].base());
+    if (h->magic != shm::kSegmentMagic || h->version != shm::kLayoutVersion || h->owner_rank != p ||
+        h->slots != g.slots || h->slot_bytes != g.slot_bytes || h->channels != g.channels ||
+        h->channel_stride != g.channel_stride()) {
+      throw_error(cclRemoteError, "shm: segment %s of rank %d does not match its description",
+                  info.name.c_str(), p);
+    }
+    mapped.push_back({std::move(windows[0]), std::move(windows[1])});
+  }
+
+  // 3. Once every peer has mapped ours, its name can go: nothing is left in /dev/shm even if
+  //    a process is killed later. (A neighbourhood barrier: peers need not be all ranks.)
+  ctx.store->set(key("mapped", rank_), Bytes{1});
+  std::vector<std::string> keys;
+  for (int p : peers) keys.push_back(key("mapped", p));
+  ctx.store->wait(keys, ctx.deadline);
+  own_.unlink();
+
+  // 4. The connections.
+  for (size_t i = 0; i < peers.size(); ++i) {
+    PeerMapping& m = mapped[i];
+    SegmentGeometry g = peer_info[i].geometry();
+    ChannelView outbound{reinterpret_cast<shm::ChannelControl*>(m.channel.base()),
+                         m.channel.base() + sizeof(shm::ChannelControl), g.slots, g.slot_bytes};
+    auto* peer_bell = reinterpret_cast<Doorbell*>(m.header.base() + shm::kDoorbellOffset);
+    connections_.push_back(std::make_unique<ShmConnection>(
+        peers[i], peer_info[i].pid, outbound, channel_view(base, geometry, i), peer_bell));
+    peer_segments_.push_back(std::move(m.header));
+    peer_segments_.push_back(std::move(m.channel));
+  }
+  bell_.store(bell, std::memory_order_release);
+  // An interrupt() that rang the private doorbell meanwhile stays pending in the flag.
+}
+
+void ShmTransport::cleanup_failed_setup(const SetupContext& ctx, std::span<const int> peers,
+                                        const std::vector<SegmentInfo>& peer_info) {
+  connections_.clear();
+  peer_segments_.clear();
+  own_ = ShmSegment();  // unmaps and removes our name
+  // A peer that died before it could remove its own name would leave it behind: remove it for
+  // it. Its name is known even if it died before publishing it, and only its process creates
+  // that name, so removing it once the process is gone is safe. Live peers remove their own
+  // (their connect fails too, or has already finished).
+  for (size_t i = 0; i < peers.size(); ++i) {
+    int pid = peer_info[i].pid;
+    if (pid <= 0 && static_cast<size_t>(peers[i]) < ctx.peers.size()) pid = ctx.peers[peers[i]].pid;
+    if (pid <= 0) continue;
+    shm::PeerLiveness liveness(pid);
+    if (liveness.exited()) {
+      std::string name = shm::segment_name(tag_, peers[i]);
+      CCL_INFO(kShm, "shm: removing %s of rank %d (pid %d, exited)", name.c_str(), peers[i], pid);
+      shm::unlink_name(name);
+    }
+  }
+}
+
+bool ShmTransport::any_ready() const {
+  for (const auto& c : connections_) {
+    if (c->ready()) return true;
+  }
+  return false;
+}
+
+void ShmTransport::wait(std::chrono::microseconds timeout) {
+  if (interrupt_pending_.exchange(false)) return;
+  Doorbell* bell = bell_.load(std::memory_order_acquire);
+  // S1..S4 of doorbell.h.
+  uint32_t sequence = bell->sequence.load(std::memory_order_seq_cst);
+  bell->waiters.fetch_add(1, std::memory_order_seq_cst);
+  bool slept = false;
+  if (!interrupt_pending_.load(std::memory_order_seq_cst) && !any_ready()) {
+    auto slice = std::chrono::duration_cast<std::chrono::microseconds>(options_.liveness_interval);
+    shm::futex_wait_shared(&bell->sequence, sequence, std::min(timeout, slice));
+    slept = true;
+  }
+  bell->waiters.fetch_sub(1, std::memory_order_seq_cst);
+  interrupt_pending_.store(false, std::memory_order_relaxed);
+  if (slept) check_liveness();
+}
+
+void ShmTransport::check_liveness() {
+  for (auto& c : connections_) {
+    if (!c->busy() || !c->liveness().exited()) continue;
+    // Drain first: what the peer wrote before it died is still good.
+    c->progress();
+    if (c->busy()) {
+      throw_error(cclRemoteError, "rank %d (pid %d) exited", c->peer(), c->liveness().pid());
+    }
+  }
+}
+
+}  // namespace
+
+ShmOptions shm_options_from_config() {
+  int64_t slots = config_int("CCL_SHM_SLOTS");
+  int64_t buffer = config_int("CCL_BUFFSIZE");
+  if (slots < 1 || slots > 4096) {
+    throw_error(cclInvalidUsage, "CCL_SHM_SLOTS must be in [1, 4096], got %lld",
+                static_cast<long long>(slots));
+  }
+  if (buffer < 0) {
+    throw_error(cclInvalidUsage, "CCL_BUFFSIZE must be positive, got %lld",
+                static_cast<long long>(buffer));
+  }
+  ShmOptions options;
+  options.slots = static_cast<size_t>(slots);
+  options.slot_bytes = static_cast<size_t>(buffer) / options.slots / kPieceAlign * kPieceAlign;
+  validate(options);
+  return options;
+}
+
+std::unique_ptr<Transport> make_shm_transport(const SetupContext& ctx) {
+  return make_shm_transport(ctx, shm_options_from_config());
+}
+
+std::unique_ptr<Transport> make_shm_transport(const SetupContext& ctx, const ShmOptions& options) {
+  return std::make_unique<ShmTransport>(ctx, options);
+}
+
+}  // namespace ccl::transport

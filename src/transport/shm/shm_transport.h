@@ -1,0 +1,39 @@
+// The shared-memory transport between ranks of one host (DESIGN.md: transport/shm).
+//
+// Each rank owns one segment, /dev/shm/ccl-<comm_tag>-<rank>, holding its doorbell and one
+// inbound ring per peer (shm_layout.h). connect() creates it, publishes it through the store,
+// maps the peers' segments, waits until every peer has mapped its own, and unlinks it: from then
+// on nothing of this communicator is visible in /dev/shm, whatever happens to the processes.
+// A send copies the user buffer into the peer's ring; a receive hands the ring's slots straight
+// to the sink. wait() sleeps on a futex in the own segment and notices dead peers (pidfd) within
+// one wait slice (ShmOptions::liveness_interval).
+//
+// connect() is called once per transport (one transport per communicator); a second call with
+// peers throws InvalidUsage.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+
+#include "transport/transport.h"
+
+namespace ccl::transport {
+
+struct ShmOptions {
+  size_t slots = 8;                // K slots per ring (CCL_SHM_SLOTS)
+  size_t slot_bytes = 512 * 1024;  // S bytes per slot, a multiple of kPieceAlign
+  // Longest single sleep in wait() before peers are checked for liveness.
+  std::chrono::milliseconds liveness_interval{50};
+};
+
+// K = CCL_SHM_SLOTS, S = CCL_BUFFSIZE / K rounded down to a multiple of kPieceAlign.
+// Throws InvalidUsage for values that make no ring (K < 1, S < kPieceAlign).
+ShmOptions shm_options_from_config();
+
+// One per communicator; the options come from the config registry.
+std::unique_ptr<Transport> make_shm_transport(const SetupContext& ctx);
+// Explicit options (tests, benchmarks). Validated like the config values.
+std::unique_ptr<Transport> make_shm_transport(const SetupContext& ctx, const ShmOptions& options);
+
+}  // namespace ccl::transport

@@ -1,0 +1,45 @@
+// What the tcp transport puts on the wire. Integers are in host byte order: all ranks of a job
+// run on one architecture, and the magic numbers catch a peer that disagrees.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+namespace ccl::transport::tcp {
+
+// Precedes every message: the receiver checks it against the RecvRequest it has posted.
+struct FrameHeader {
+  uint32_t magic;
+  uint32_t sequence;  // per direction, counts messages from 0; catches a desynchronized stream
+  uint64_t bytes;     // payload bytes that follow
+};
+static_assert(sizeof(FrameHeader) == 16);
+inline constexpr uint32_t kFrameMagic = 0x4d4c4343;  // "CCLM"
+
+// Setup handshake: the connecting (higher) rank sends a Hello, the accepting (lower) rank answers
+// with the same struct, kind = kAck and its own rank, once it has accepted the connection.
+struct Hello {
+  uint32_t magic;
+  uint16_t version;
+  uint16_t kind;
+  int32_t rank;
+  int32_t nranks;
+  uint64_t tag_hash;  // FNV-1a of the communicator tag: a connection for another comm is refused
+};
+static_assert(sizeof(Hello) == 24);
+inline constexpr uint32_t kHelloMagic = 0x54434343;  // "CCCT"
+inline constexpr uint16_t kHelloVersion = 1;
+inline constexpr uint16_t kHelloKindHello = 1;
+inline constexpr uint16_t kHelloKindAck = 2;
+
+inline uint64_t tag_hash(std::string_view tag) {
+  uint64_t h = 14695981039346656037ull;  // FNV-1a 64-bit offset basis
+  for (unsigned char c : tag) {
+    h ^= c;
+    h *= 1099511628211ull;  // FNV prime
+  }
+  return h;
+}
+
+}  // namespace ccl::transport::tcp

@@ -1,0 +1,132 @@
+// The transport interface (DESIGN.md principle 2): a Transport is one kind of medium (shm, tcp,
+// loopback, later ucx/ib/cuda) serving one communicator; it owns one Connection per peer it was
+// asked to connect. A Connection moves whole messages in both directions, non-blocking:
+//   post_send / post_recv queue a request; progress() advances them; Transport::wait() sleeps
+//   until some connection may progress. The executor never knows which transport it drives.
+//
+// Ordering: messages between one pair of ranks, in one direction, match in the order posted.
+// Each message's byte count is known to both sides (it comes from the schedule); a transport may
+// check it and throw InternalError("message size mismatch...") when the peer disagrees.
+//
+// Errors: every call may throw ccl::Error; a dead or disconnected peer is RemoteError naming the
+// peer's rank. Nothing here blocks beyond the timeout passed to wait().
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/deadline.h"
+
+namespace ccl {
+class Store;
+}
+
+namespace ccl::transport {
+
+// Pieces handed to a RecvSink start at offsets that are multiples of kPieceAlign, and have
+// lengths that are multiples of it except the message's last piece. So a sink that reduces
+// elements (at most 8 bytes) never sees an element split across pieces.
+inline constexpr size_t kPieceAlign = 64;
+
+// Where received bytes go. The executor supplies one per receive: plain copy, or reduce-into.
+class RecvSink {
+ public:
+  virtual ~RecvSink() = default;
+  // Consume `len` bytes that belong at byte `offset` of the message.
+  virtual void consume(const std::byte* piece, size_t offset, size_t len) = 0;
+  // If the message may be written straight to memory, the address of its byte 0, else nullptr.
+  // A transport that receives into its own buffers (tcp) uses this to skip a copy.
+  virtual std::byte* direct_destination() { return nullptr; }
+};
+
+struct SendRequest {
+  const std::byte* data = nullptr;
+  size_t bytes = 0;
+  // Owned by the transport while posted:
+  size_t done_bytes = 0;
+  bool complete = false;  // set by progress(); the buffer may then be reused
+};
+
+struct RecvRequest {
+  size_t bytes = 0;
+  RecvSink* sink = nullptr;
+  // Owned by the transport while posted:
+  size_t done_bytes = 0;
+  bool complete = false;  // set by progress() after the last sink->consume()
+};
+
+class Connection {
+ public:
+  virtual ~Connection() = default;
+  int peer() const { return peer_; }
+
+  // The request objects stay valid (and untouched by the caller) until they are complete.
+  virtual void post_send(SendRequest* request) = 0;
+  virtual void post_recv(RecvRequest* request) = 0;
+  // Advances posted requests without blocking. Returns true if any byte moved.
+  virtual bool progress() = 0;
+  // True if requests are posted and not complete.
+  virtual bool busy() const = 0;
+
+ protected:
+  explicit Connection(int peer) : peer_(peer) {}
+
+ private:
+  int peer_;
+};
+
+// What a transport needs to know about the communicator while it sets up connections.
+struct PeerInfo {
+  int rank = -1;
+  std::string host_id;  // ranks with equal host ids share memory (hostname+boot id, or CCL_HOSTID)
+  int pid = 0;
+};
+
+struct SetupContext {
+  int rank = 0;
+  int nranks = 1;
+  std::string comm_tag;         // unique per communicator: prefix for store keys and names
+  Store* store = nullptr;       // rendezvous for exchanging connection details
+  std::vector<PeerInfo> peers;  // indexed by rank
+  Deadline deadline = Deadline::never();
+  const AbortFlag* abort = nullptr;  // set by cclCommAbort
+};
+
+// Opaque handle of a registered memory region. shm and tcp do not need registration and return
+// an empty handle; RDMA transports (ucx, ib) will pin memory and keep remote keys here.
+struct MemoryRegistration {
+  void* address = nullptr;
+  size_t bytes = 0;
+  uint64_t handle = 0;
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual const char* name() const = 0;
+
+  // Collective over the ranks in `peers` (each listed rank calls it with this rank listed):
+  // creates one connection per listed peer, exchanging details through ctx.store. The transport
+  // owns the connections (they live as long as it does); the result is in the order of `peers`.
+  virtual std::vector<Connection*> connect(const SetupContext& ctx, std::span<const int> peers) = 0;
+
+  // Sleeps up to `timeout` or until a connection of this transport may progress (data arrived,
+  // space freed, peer gone). May return early, spuriously. Throws RemoteError for a dead peer
+  // that still has work pending on one of this transport's connections.
+  virtual void wait(std::chrono::microseconds timeout) = 0;
+
+  // Wakes a thread blocked in wait() (used by abort). Safe from any thread.
+  virtual void interrupt() = 0;
+
+  virtual MemoryRegistration register_memory(void* address, size_t bytes) {
+    return MemoryRegistration{address, bytes, 0};
+  }
+  virtual void deregister_memory(const MemoryRegistration&) {}
+};
+
+}  // namespace ccl::transport
