@@ -1,0 +1,204 @@
+#include "algorithms/executor.h"
+
+#include <sched.h>
+
+#include <cstring>
+#include <memory>
+
+#include "core/error.h"
+#include "core/log.h"
+
+namespace ccl::algo {
+
+namespace {
+
+using transport::RecvRequest;
+using transport::RecvSink;
+using transport::SendRequest;
+
+std::byte* region_address(const ExecBuffers& b, const Region& r, size_t elem_size) {
+  std::byte* base = nullptr;
+  switch (r.buffer) {
+    case Buffer::Input:
+      base = static_cast<std::byte*>(const_cast<void*>(b.input));
+      break;
+    case Buffer::Output:
+      base = static_cast<std::byte*>(b.output);
+      break;
+    case Buffer::Scratch:
+      base = static_cast<std::byte*>(b.scratch);
+      break;
+  }
+  return base + r.offset * elem_size;
+}
+
+class CopySink : public RecvSink {
+ public:
+  explicit CopySink(std::byte* dst) : dst_(dst) {}
+  void consume(const std::byte* piece, size_t offset, size_t len) override {
+    if (dst_ + offset != piece) memcpy(dst_ + offset, piece, len);
+  }
+  std::byte* direct_destination() override { return dst_; }
+
+ private:
+  std::byte* dst_;
+};
+
+// dst = src (op) incoming, piece by piece as it arrives (from shared memory: no staging copy).
+class ReduceSink : public RecvSink {
+ public:
+  ReduceSink(std::byte* dst, const std::byte* src, const ExecOp& op)
+      : dst_(dst), src_(src), op_(op) {}
+  void consume(const std::byte* piece, size_t offset, size_t len) override {
+    op_.reduce(dst_ + offset, src_ + offset, piece, len / op_.elem_size);
+  }
+
+ private:
+  std::byte* dst_;
+  const std::byte* src_;
+  const ExecOp& op_;
+};
+
+// Requests and sinks of one round, kept together so their addresses stay put while posted.
+struct Posted {
+  std::vector<SendRequest> sends;
+  std::vector<RecvRequest> recvs;
+  std::vector<std::unique_ptr<RecvSink>> sinks;
+  std::vector<transport::Connection*> active;
+};
+
+}  // namespace
+
+void Executor::run(const Schedule& schedule, const ExecBuffers& buffers, const ExecOp& op,
+                   Deadline deadline, const std::string& what) {
+  for (const Round& round : schedule.rounds) run_round(round, buffers, op, deadline, what);
+}
+
+void Executor::run_round(const Round& round, const ExecBuffers& buffers, const ExecOp& op,
+                         Deadline deadline, const std::string& what) {
+  Posted posted;
+  size_t messages = 0;
+  for (const Step& step : round.steps)
+    messages += step.kind == StepKind::Send || step.kind == StepKind::Recv ||
+                step.kind == StepKind::RecvReduce;
+  posted.sends.reserve(messages);
+  posted.recvs.reserve(messages);
+
+  auto connection_to = [&](int peer) {
+    if (peer < 0 || static_cast<size_t>(peer) >= links_.connection.size() ||
+        links_.connection[peer] == nullptr) {
+      throw_error(cclInternalError, "%s: no connection to rank %d", what.c_str(), peer);
+    }
+    transport::Connection* c = links_.connection[peer];
+    bool known = false;
+    for (auto* a : posted.active) known |= a == c;
+    if (!known) posted.active.push_back(c);
+    return c;
+  };
+
+  for (const Step& step : round.steps) {
+    const size_t es = op.elem_size;
+    switch (step.kind) {
+      case StepKind::Copy: {
+        std::byte* dst = region_address(buffers, step.dst, es);
+        const std::byte* src = region_address(buffers, step.src, es);
+        if (dst != src && step.dst.count > 0) memmove(dst, src, step.dst.count * es);
+        break;
+      }
+      case StepKind::Finalize:
+        if (op.divide != nullptr && step.dst.count > 0) {
+          op.divide(region_address(buffers, step.dst, es), step.dst.count, op.divisor);
+        }
+        break;
+      case StepKind::Send: {
+        SendRequest& req = posted.sends.emplace_back();
+        req.data = region_address(buffers, step.src, es);
+        req.bytes = step.src.count * es;
+        connection_to(step.peer)->post_send(&req);
+        break;
+      }
+      case StepKind::Recv:
+      case StepKind::RecvReduce: {
+        std::byte* dst = region_address(buffers, step.dst, es);
+        if (step.kind == StepKind::Recv) {
+          posted.sinks.push_back(std::make_unique<CopySink>(dst));
+        } else {
+          posted.sinks.push_back(
+              std::make_unique<ReduceSink>(dst, region_address(buffers, step.src, es), op));
+        }
+        RecvRequest& req = posted.recvs.emplace_back();
+        req.bytes = step.dst.count * es;
+        req.sink = posted.sinks.back().get();
+        connection_to(step.peer)->post_recv(&req);
+        break;
+      }
+    }
+  }
+
+  auto done = [&] {
+    for (const auto& r : posted.sends) {
+      if (!r.complete) return false;
+    }
+    for (const auto& r : posted.recvs) {
+      if (!r.complete) return false;
+    }
+    return true;
+  };
+
+  Clock::time_point idle_since = Clock::now();
+  for (;;) {
+    bool moved = false;
+    for (auto* c : posted.active) moved |= c->progress();
+    if (done()) return;
+    if (moved) {
+      idle_since = Clock::now();
+      continue;
+    }
+    wait_for_progress(deadline, what, idle_since);
+  }
+}
+
+void Executor::wait_for_progress(Deadline deadline, const std::string& what,
+                                 Clock::time_point idle_since) {
+  if (abort_ != nullptr && abort_->load(std::memory_order_relaxed)) {
+    throw_error(cclRemoteError, "%s: communicator aborted", what.c_str());
+  }
+  auto now = Clock::now();
+  if (now >= deadline.at()) {
+    std::string pending;
+    for (size_t peer = 0; peer < links_.connection.size(); ++peer) {
+      auto* c = links_.connection[peer];
+      if (c == nullptr || !c->busy()) continue;
+      if (!pending.empty()) pending += ',';
+      pending += std::to_string(peer);
+    }
+    throw_error(cclTimeout, "%s: timed out waiting for rank(s) %s", what.c_str(), pending.c_str());
+  }
+  auto idle = now - idle_since;
+  if (idle < policy_.spin) {
+#if defined(__x86_64__)
+    __builtin_ia32_pause();
+#endif
+    return;
+  }
+  if (idle < policy_.spin + policy_.yield) {
+    sched_yield();
+    return;
+  }
+  // Sleep in the transports that have work pending; with several, in short turns.
+  transport::Transport* sleepers[4] = {};
+  size_t count = 0;
+  for (size_t peer = 0; peer < links_.connection.size(); ++peer) {
+    auto* c = links_.connection[peer];
+    if (c == nullptr || !c->busy()) continue;
+    auto* t = links_.transport[peer];
+    bool seen = false;
+    for (size_t i = 0; i < count; ++i) seen |= sleepers[i] == t;
+    if (!seen && count < 4) sleepers[count++] = t;
+  }
+  if (count == 0) return;
+  auto slice = count == 1 ? std::chrono::microseconds(50000) : std::chrono::microseconds(1000);
+  for (size_t i = 0; i < count; ++i) sleepers[i]->wait(deadline.remaining(slice));
+}
+
+}  // namespace ccl::algo

@@ -1,0 +1,66 @@
+// The executor walks one rank's Schedule over connections: round by round, it starts every step
+// of the round (local copies right away, sends and receives as posted requests), then drives the
+// connections until the round is complete. It knows nothing of the algorithm or the transport.
+//
+// Waiting (DESIGN.md principle 6): while nothing moves it polls for spin_us, then polls with
+// sched_yield for yield_us (so an oversubscribed core goes to the peer that must act), then
+// sleeps in the transports' wait() (futex / poll) until woken. Every wait is bounded by the
+// deadline and abortable.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "algorithms/reduce/reduce.h"
+#include "algorithms/schedule.h"
+#include "core/deadline.h"
+#include "transport/transport.h"
+
+namespace ccl::algo {
+
+struct ExecBuffers {
+  const void* input = nullptr;
+  void* output = nullptr;
+  void* scratch = nullptr;  // at least schedule.scratch_elems elements
+};
+
+struct ExecOp {
+  size_t elem_size = 0;
+  reduce::ReduceFn reduce = nullptr;  // for RecvReduce steps
+  reduce::DivideFn divide = nullptr;  // for Finalize steps; nullptr: Finalize is a no-op
+  uint64_t divisor = 1;
+};
+
+struct WaitPolicy {
+  std::chrono::microseconds spin{20};
+  std::chrono::microseconds yield{200};
+};
+
+// peer rank -> connection (nullptr where none), and the transport that owns each connection.
+struct PeerLinks {
+  std::vector<transport::Connection*> connection;
+  std::vector<transport::Transport*> transport;
+};
+
+class Executor {
+ public:
+  Executor(PeerLinks links, WaitPolicy policy, const AbortFlag* abort)
+      : links_(std::move(links)), policy_(policy), abort_(abort) {}
+
+  // Runs the schedule to completion. `what` names the operation in error messages
+  // ("allreduce #12"). Throws Timeout at the deadline, RemoteError on abort or a failed peer.
+  void run(const Schedule& schedule, const ExecBuffers& buffers, const ExecOp& op,
+           Deadline deadline, const std::string& what);
+
+ private:
+  void run_round(const Round& round, const ExecBuffers& buffers, const ExecOp& op,
+                 Deadline deadline, const std::string& what);
+  void wait_for_progress(Deadline deadline, const std::string& what, Clock::time_point idle_since);
+
+  PeerLinks links_;
+  WaitPolicy policy_;
+  const AbortFlag* abort_;
+};
+
+}  // namespace ccl::algo

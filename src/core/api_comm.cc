@@ -1,0 +1,168 @@
+// Communicator lifecycle: unique ids, init, destroy, abort, queries.
+#include <cstddef>
+
+#include "core/api_guard.h"
+#include "core/bootstrap/tcp_store.h"
+#include "core/bootstrap/unique_id.h"
+#include "core/config.h"
+#include "core/error.h"
+#include "core/launcher_env.h"
+#include "core/log.h"
+
+using namespace ccl;
+
+namespace {
+
+std::chrono::milliseconds default_timeout() {
+  int64_t seconds = config_int("CCL_TIMEOUT");
+  if (seconds <= 0)
+    throw_error(cclInvalidUsage, "CCL_TIMEOUT=%lld must be positive",
+                static_cast<long long>(seconds));
+  return std::chrono::milliseconds(seconds * 1000);
+}
+
+CommOptions make_options(int nranks, int rank, const cclConfig_t* config, const char* function) {
+  if (nranks < 1)
+    throw_error(cclInvalidArgument, "%s: nranks %d must be at least 1", function, nranks);
+  check_rank(rank, nranks, "rank", function);
+  CommOptions options;
+  options.rank = rank;
+  options.nranks = nranks;
+  options.timeout = default_timeout();
+  if (config == nullptr) return options;
+  if (config->magic != CCL_CONFIG_MAGIC ||
+      config->size < offsetof(cclConfig_t, commName) + sizeof(config->commName)) {
+    throw_error(cclInvalidArgument,
+                "%s: config was not initialized with CCL_CONFIG_INITIALIZER (magic %#x, size %zu)",
+                function, config->magic, config->size);
+  }
+  if (config->timeoutMs != CCL_CONFIG_UNDEF_INT) {
+    if (config->timeoutMs <= 0) {
+      throw_error(cclInvalidArgument, "%s: config->timeoutMs %d must be positive", function,
+                  config->timeoutMs);
+    }
+    options.timeout = std::chrono::milliseconds(config->timeoutMs);
+  }
+  if (config->blocking != CCL_CONFIG_UNDEF_INT && config->blocking != 0 && config->blocking != 1) {
+    throw_error(cclInvalidArgument, "%s: config->blocking %d must be 0 or 1", function,
+                config->blocking);
+  }
+  // blocking = 0 is accepted; init and operations still complete before returning, which a
+  // non-blocking caller observes as an operation that finished at once.
+  if (config->commName != nullptr) options.name = config->commName;
+  return options;
+}
+
+cclComm* make_handle(std::shared_ptr<Communicator> impl) {
+  auto* handle = new cclComm;
+  handle->impl = std::move(impl);
+  return handle;
+}
+
+cclComm* join(const CommOptions& options, const SocketAddress& root, const Secret& secret) {
+  log_set_thread_rank(options.rank);
+  Deadline deadline = Deadline::after(options.timeout);
+  auto store = TcpStore::connect(root, secret, options.rank, options.nranks, deadline, nullptr);
+  return make_handle(Communicator::create(options, *store));
+}
+
+void release(cclComm* comm) {
+  comm->impl->mark_destroyed();
+  comm->impl.reset();
+  comm->magic = 0;
+  delete comm;
+}
+
+}  // namespace
+
+extern "C" {
+
+cclResult_t cclGetUniqueId(cclUniqueId* uniqueId) {
+  return guarded(kNoComm, "cclGetUniqueId", [&] {
+    if (uniqueId == nullptr) throw_error(cclInvalidArgument, "cclGetUniqueId: uniqueId is NULL");
+    UniqueIdContents contents;
+    contents.secret = random_secret();
+    NetInterface iface = choose_interface();
+    auto server = StoreServer::start(iface.address, contents.secret, default_timeout());
+    contents.root = server->address();
+    *uniqueId = encode_unique_id(contents);
+    CCL_INFO(kBootstrap, "unique id: rendezvous at %s (%s)", contents.root.to_string().c_str(),
+             iface.name.c_str());
+    adopt_store_server(std::move(server));
+  });
+}
+
+cclResult_t cclCommInitRankConfig(cclComm_t* comm, int nranks, cclUniqueId commId, int rank,
+                                  cclConfig_t* config) {
+  return guarded(kNoComm, "cclCommInitRank", [&] {
+    if (comm == nullptr) throw_error(cclInvalidArgument, "cclCommInitRank: comm is NULL");
+    *comm = nullptr;
+    CommOptions options = make_options(nranks, rank, config, "cclCommInitRank");
+    UniqueIdContents id = decode_unique_id(commId);
+    *comm = join(options, id.root, id.secret);
+  });
+}
+
+cclResult_t cclCommInitRank(cclComm_t* comm, int nranks, cclUniqueId commId, int rank) {
+  return cclCommInitRankConfig(comm, nranks, commId, rank, nullptr);
+}
+
+cclResult_t cclCommInitFromEnv(cclComm_t* comm) {
+  return guarded(kNoComm, "cclCommInitFromEnv", [&] {
+    if (comm == nullptr) throw_error(cclInvalidArgument, "cclCommInitFromEnv: comm is NULL");
+    *comm = nullptr;
+    LauncherEnv env = read_launcher_env();
+    CommOptions options = make_options(env.nranks, env.rank, nullptr, "cclCommInitFromEnv");
+    SocketAddress root = SocketAddress::parse(env.address);
+    if (env.rank == 0) {
+      // Rank 0 serves the rendezvous; the server finishes once every rank has joined and left.
+      auto server = StoreServer::start(root, env.secret, options.timeout, env.listen_fd);
+      root = server->address();
+      adopt_store_server(std::move(server));
+    }
+    *comm = join(options, root, env.secret);
+  });
+}
+
+cclResult_t cclCommDestroy(cclComm_t comm) {
+  return guarded(kNoComm, "cclCommDestroy", [&] {
+    if (comm == nullptr) return;  // as free(NULL)
+    checked_comm(comm, "cclCommDestroy");
+    release(comm);
+  });
+}
+
+cclResult_t cclCommAbort(cclComm_t comm) {
+  return guarded(kNoComm, "cclCommAbort", [&] {
+    if (comm == nullptr) return;
+    checked_comm(comm, "cclCommAbort").abort();
+    release(comm);
+  });
+}
+
+cclResult_t cclCommGetAsyncError(cclComm_t comm, cclResult_t* asyncError) {
+  return guarded(comm, "cclCommGetAsyncError", [&] {
+    Communicator& c = checked_comm(comm, "cclCommGetAsyncError");
+    if (asyncError == nullptr)
+      throw_error(cclInvalidArgument, "cclCommGetAsyncError: asyncError is NULL");
+    *asyncError = c.async_error();
+  });
+}
+
+cclResult_t cclCommCount(const cclComm_t comm, int* count) {
+  return guarded(comm, "cclCommCount", [&] {
+    Communicator& c = checked_comm(comm, "cclCommCount");
+    if (count == nullptr) throw_error(cclInvalidArgument, "cclCommCount: count is NULL");
+    *count = c.nranks();
+  });
+}
+
+cclResult_t cclCommUserRank(const cclComm_t comm, int* rank) {
+  return guarded(comm, "cclCommUserRank", [&] {
+    Communicator& c = checked_comm(comm, "cclCommUserRank");
+    if (rank == nullptr) throw_error(cclInvalidArgument, "cclCommUserRank: rank is NULL");
+    *rank = c.rank();
+  });
+}
+
+}  // extern "C"

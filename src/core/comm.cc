@@ -1,0 +1,228 @@
+#include "core/comm.h"
+
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "algorithms/reduce/reduce.h"
+#include "algorithms/ring.h"
+#include "core/config.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "topology/host_id.h"
+#include "transport/loopback/loopback_transport.h"
+#include "transport/shm/shm_transport.h"
+#include "transport/tcp/tcp_transport.h"
+
+namespace ccl {
+
+namespace {
+
+enum ScheduleKind { kAllReduce = 0, kBroadcast = 1, kBarrier = 2 };
+
+std::string random_tag() {
+  uint8_t bytes[6];
+  if (getrandom(bytes, sizeof(bytes), 0) != static_cast<ssize_t>(sizeof(bytes))) {
+    throw_system_error(errno, "getrandom");
+  }
+  char hex[16];
+  for (size_t i = 0; i < sizeof(bytes); ++i) snprintf(hex + 2 * i, 3, "%02x", bytes[i]);
+  return hex;
+}
+
+std::string encode_peer(const transport::PeerInfo& p) {
+  return p.host_id + "\n" + std::to_string(p.pid);
+}
+
+transport::PeerInfo decode_peer(int rank, const std::string& text) {
+  transport::PeerInfo p;
+  p.rank = rank;
+  size_t nl = text.find('\n');
+  if (nl == std::string::npos) throw_error(cclInternalError, "bad peer record of rank %d", rank);
+  p.host_id = text.substr(0, nl);
+  p.pid = atoi(text.c_str() + nl + 1);
+  return p;
+}
+
+}  // namespace
+
+Communicator::Communicator(const CommOptions& options)
+    : rank_(options.rank), nranks_(options.nranks), options_(options) {
+  wait_policy_.spin = std::chrono::microseconds(config_int("CCL_SPIN_US"));
+  wait_policy_.yield = std::chrono::microseconds(config_int("CCL_YIELD_US"));
+  int64_t chunk = config_int("CCL_CHUNKSIZE");
+  if (chunk <= 0) chunk = config_int("CCL_BUFFSIZE") / 4;
+  // Chunks are multiples of 64 bytes, so every chunk of every datatype starts element-aligned.
+  chunk_bytes_ = std::max<int64_t>(64, chunk / 64 * 64);
+}
+
+Communicator::~Communicator() = default;
+
+std::shared_ptr<Communicator> Communicator::create(const CommOptions& options, Store& store) {
+  std::shared_ptr<Communicator> comm(new Communicator(options));
+  comm->connect_peers(store);
+  comm->executor_ =
+      std::make_unique<algo::Executor>(comm->links_, comm->wait_policy_, &comm->abort_);
+  CCL_INFO(kInit, "communicator %s rank %d of %d ready", options.name.c_str(), options.rank,
+           options.nranks);
+  return comm;
+}
+
+void Communicator::connect_peers(Store& store) {
+  Deadline deadline = Deadline::after(options_.timeout);
+  transport::SetupContext ctx;
+  ctx.rank = rank_;
+  ctx.nranks = nranks_;
+  ctx.store = &store;
+  ctx.deadline = deadline;
+  ctx.abort = &abort_;
+
+  // Rank 0 names the communicator: the name keys shared-memory segments and store entries.
+  if (rank_ == 0) store.set("comm_tag", to_bytes(random_tag()));
+  ctx.comm_tag = to_string(store.get("comm_tag", deadline));
+
+  transport::PeerInfo self{rank_, host_id(), static_cast<int>(getpid())};
+  store.set("peer/" + std::to_string(rank_), to_bytes(encode_peer(self)));
+  ctx.peers.resize(nranks_);
+  for (int r = 0; r < nranks_; ++r) {
+    ctx.peers[r] = decode_peer(r, to_string(store.get("peer/" + std::to_string(r), deadline)));
+  }
+
+  links_.connection.assign(nranks_, nullptr);
+  links_.transport.assign(nranks_, nullptr);
+  auto attach = [&](std::unique_ptr<transport::Transport> t, const std::vector<int>& peers) {
+    std::vector<transport::Connection*> conns = t->connect(ctx, peers);
+    for (size_t i = 0; i < peers.size(); ++i) {
+      links_.connection[peers[i]] = conns[i];
+      links_.transport[peers[i]] = t.get();
+    }
+    CCL_INFO(kInit, "rank %d: %zu peer(s) over %s", rank_, peers.size(), t->name());
+    transports_.push_back(std::move(t));
+  };
+
+  std::vector<int> shm_peers, tcp_peers, all_peers;
+  bool shm_disabled = config_bool("CCL_SHM_DISABLE");
+  for (int r = 0; r < nranks_; ++r) {
+    if (r == rank_) continue;
+    all_peers.push_back(r);
+    bool same_host = ctx.peers[r].host_id == self.host_id;
+    (same_host && !shm_disabled ? shm_peers : tcp_peers).push_back(r);
+  }
+  if (options_.loopback) {
+    if (!all_peers.empty())
+      attach(transport::make_loopback_transport(options_.loopback, rank_), all_peers);
+  } else {
+    if (!shm_peers.empty()) attach(transport::make_shm_transport(ctx), shm_peers);
+    if (!tcp_peers.empty()) attach(transport::make_tcp_transport(ctx), tcp_peers);
+  }
+  store_barrier(store, "connected", nranks_, deadline);
+}
+
+void Communicator::abort() {
+  abort_.store(true);
+  for (auto& t : transports_) t->interrupt();
+}
+
+void Communicator::record_failure(cclResult_t code) {
+  cclResult_t expected = cclSuccess;
+  async_error_.compare_exchange_strong(expected, code);
+}
+
+void Communicator::set_last_error(const std::string& message) {
+  std::lock_guard<std::mutex> lock(error_mutex_);
+  last_error_ = message;
+}
+
+const char* Communicator::last_error() {
+  std::lock_guard<std::mutex> lock(error_mutex_);
+  return last_error_.c_str();
+}
+
+void Communicator::check_usable(const char* what) const {
+  if (destroyed_.load()) throw_error(cclInvalidUsage, "%s: the communicator was destroyed", what);
+  if (abort_.load()) throw_error(cclInvalidUsage, "%s: the communicator was aborted", what);
+  cclResult_t failed = async_error_.load();
+  if (failed != cclSuccess) {
+    throw_error(failed, "%s: the communicator failed earlier (%s); destroy or abort it", what,
+                cclGetErrorString(failed));
+  }
+}
+
+const algo::Schedule& Communicator::cached(int kind, size_t count, int root, size_t elem_size) {
+  auto key = std::make_tuple(kind, count, root, elem_size);
+  auto it = schedules_.find(key);
+  if (it != schedules_.end()) return it->second;
+  if (schedules_.size() >= 256) schedules_.clear();  // bounded memory for sweeping sizes
+  algo::RingParams params;
+  params.nranks = nranks_;
+  params.rank = rank_;
+  params.count = count;
+  params.chunk_elems = chunk_bytes_ / elem_size;
+  algo::Schedule schedule;
+  switch (kind) {
+    case kAllReduce:
+      schedule = algo::ring_allreduce(params);
+      break;
+    case kBroadcast:
+      schedule = algo::chain_broadcast(params, root);
+      break;
+    default:
+      schedule = algo::dissemination_barrier(nranks_, rank_);
+      break;
+  }
+  return schedules_.emplace(key, std::move(schedule)).first->second;
+}
+
+void Communicator::execute(const algo::Schedule& schedule, const algo::ExecBuffers& buffers,
+                           const algo::ExecOp& op, const char* what) {
+  char name[64];
+  snprintf(name, sizeof(name), "%s #%llu", what, static_cast<unsigned long long>(sequence_));
+  CCL_TRACE(kColl, "%s: %zu rounds", name, schedule.rounds.size());
+  try {
+    executor_->run(schedule, buffers, op, Deadline::after(options_.timeout), name);
+  } catch (const Error& e) {
+    record_failure(e.code());
+    throw;
+  }
+}
+
+void Communicator::all_reduce(const void* sendbuff, void* recvbuff, size_t count,
+                              cclDataType_t type, cclRedOp_t op) {
+  std::lock_guard<std::mutex> lock(op_mutex_);
+  check_usable("cclAllReduce");
+  ++sequence_;
+  if (count == 0) return;
+  algo::ExecOp exec;
+  exec.elem_size = reduce::datatype_size(type);
+  exec.reduce = reduce::reduce_kernel(type, op);
+  if (op == cclAvg) {
+    exec.divide = reduce::divide_kernel(type);
+    exec.divisor = static_cast<uint64_t>(nranks_);
+  }
+  execute(cached(kAllReduce, count, -1, exec.elem_size), {sendbuff, recvbuff, nullptr}, exec,
+          "allreduce");
+}
+
+void Communicator::broadcast(const void* sendbuff, void* recvbuff, size_t count, cclDataType_t type,
+                             int root) {
+  std::lock_guard<std::mutex> lock(op_mutex_);
+  check_usable("cclBroadcast");
+  ++sequence_;
+  if (count == 0) return;
+  algo::ExecOp exec;
+  exec.elem_size = reduce::datatype_size(type);
+  execute(cached(kBroadcast, count, root, exec.elem_size), {sendbuff, recvbuff, nullptr}, exec,
+          "broadcast");
+}
+
+void Communicator::barrier() {
+  std::lock_guard<std::mutex> lock(op_mutex_);
+  check_usable("cclBarrier");
+  ++sequence_;
+  algo::ExecOp exec;
+  exec.elem_size = 1;
+  execute(cached(kBarrier, 0, -1, 1), {nullptr, nullptr, nullptr}, exec, "barrier");
+}
+
+}  // namespace ccl

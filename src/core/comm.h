@@ -1,0 +1,100 @@
+// A communicator: its ranks, its connections (one per peer, over shm, tcp or loopback), and the
+// collectives, each built as a schedule and run by the executor.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "algorithms/executor.h"
+#include "algorithms/schedule.h"
+#include "ccl/ccl.h"
+#include "core/bootstrap/store.h"
+#include "core/deadline.h"
+#include "transport/transport.h"
+
+namespace ccl {
+
+namespace transport {
+class LoopbackFabric;
+}
+
+struct CommOptions {
+  int rank = 0;
+  int nranks = 1;
+  std::chrono::milliseconds timeout{300000};
+  std::string name;  // cclConfig_t.commName, for logs
+  // Loopback (ranks as threads of one process, for tests): when set, every peer uses it.
+  std::shared_ptr<transport::LoopbackFabric> loopback;
+};
+
+class Communicator {
+ public:
+  // Joins the other ranks through `store` (a fresh namespace of it) and connects to every peer.
+  // Collective over all ranks. The store is not needed afterwards.
+  static std::shared_ptr<Communicator> create(const CommOptions& options, Store& store);
+  ~Communicator();
+
+  int rank() const { return rank_; }
+  int nranks() const { return nranks_; }
+
+  void all_reduce(const void* sendbuff, void* recvbuff, size_t count, cclDataType_t type,
+                  cclRedOp_t op);
+  void broadcast(const void* sendbuff, void* recvbuff, size_t count, cclDataType_t type, int root);
+  void barrier();
+
+  // Abort: every wait of this communicator returns RemoteError promptly; safe from any thread.
+  void abort();
+  bool aborted() const { return abort_.load(); }
+  // First error of an operation (cclSuccess if none): the communicator is unusable after one.
+  cclResult_t async_error() const { return async_error_.load(); }
+  // Marks the communicator failed (the C layer calls it when an operation throws).
+  void record_failure(cclResult_t code);
+  // Operations fail fast once the communicator has failed or been destroyed.
+  void mark_destroyed() { destroyed_.store(true); }
+
+  // cclGetLastError's text. The pointer stays valid until the next failure.
+  void set_last_error(const std::string& message);
+  const char* last_error();
+
+ private:
+  Communicator(const CommOptions& options);
+  void connect_peers(Store& store);
+  void check_usable(const char* what) const;
+  // Runs `schedule` under the operation lock; `what` for messages.
+  void execute(const algo::Schedule& schedule, const algo::ExecBuffers& buffers,
+               const algo::ExecOp& op, const char* what);
+  const algo::Schedule& cached(int kind, size_t count, int root, size_t elem_size);
+
+  int rank_;
+  int nranks_;
+  CommOptions options_;
+  algo::WaitPolicy wait_policy_;
+  size_t chunk_bytes_ = 0;
+  AbortFlag abort_{false};
+  std::atomic<bool> destroyed_{false};
+  std::atomic<cclResult_t> async_error_{cclSuccess};
+  uint64_t sequence_ = 0;
+
+  std::vector<std::unique_ptr<transport::Transport>> transports_;
+  algo::PeerLinks links_;
+  std::unique_ptr<algo::Executor> executor_;
+  std::mutex op_mutex_;  // one operation at a time on a communicator
+  std::map<std::tuple<int, size_t, int, size_t>, algo::Schedule> schedules_;
+  std::mutex error_mutex_;
+  std::string last_error_;
+};
+
+}  // namespace ccl
+
+// The C handle: a reference to the communicator. Queued stream work holds references too, so
+// destroy or abort never frees it under a running operation.
+struct cclComm {
+  static constexpr unsigned kMagic = 0xcc1c0111u;
+  unsigned magic = kMagic;
+  std::shared_ptr<ccl::Communicator> impl;
+};

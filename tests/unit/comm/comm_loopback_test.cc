@@ -1,0 +1,176 @@
+// Communicators whose ranks are threads of this process, over the loopback transport: the whole
+// path from Communicator through schedules, executor and reduction kernels, without processes.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+#include <functional>
+#include <thread>
+#include <vector>
+
+#include "core/bootstrap/store.h"
+#include "core/comm.h"
+#include "core/error.h"
+#include "expected_values.h"
+#include "transport/loopback/loopback_transport.h"
+
+namespace ccl {
+namespace {
+
+// Runs body(comm) on `nranks` threads, each a rank of one loopback communicator.
+void run_ranks(int nranks, const std::function<void(Communicator&)>& body) {
+  InMemoryStore store;
+  auto fabric = std::make_shared<transport::LoopbackFabric>(nranks);
+  std::vector<std::thread> threads;
+  std::atomic<int> errors{0};
+  for (int r = 0; r < nranks; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        CommOptions options;
+        options.rank = r;
+        options.nranks = nranks;
+        options.timeout = std::chrono::milliseconds(30000);
+        options.loopback = fabric;
+        auto comm = Communicator::create(options, store);
+        body(*comm);
+      } catch (const Error& e) {
+        ADD_FAILURE() << "rank " << r << ": " << e.what();
+        ++errors;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(errors.load(), 0);
+}
+
+class LoopbackComm : public ::testing::TestWithParam<int> {};
+
+TEST_P(LoopbackComm, AllReduceEveryTypeAndOp) {
+  const int nranks = GetParam();
+  std::atomic<int> wrong{0};
+  run_ranks(nranks, [&](Communicator& comm) {
+    for (int t = 0; t < cclNumTypes; ++t) {
+      auto type = static_cast<cclDataType_t>(t);
+      size_t size = reduce::datatype_size(type);
+      for (int o = 0; o < cclNumOps; ++o) {
+        auto op = static_cast<cclRedOp_t>(o);
+        for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{1000}}) {
+          for (bool in_place : {false, true}) {
+            std::vector<uint8_t> in(count * size + 1), out(count * size + 1),
+                want(count * size + 1);
+            for (size_t i = 0; i < count; ++i) {
+              testing::store_value(type, in.data(), i, testing::input_value(op, comm.rank(), i));
+              testing::store_expected(type, op, nranks, want.data(), i);
+            }
+            uint8_t* dst = in_place ? in.data() : out.data();
+            comm.all_reduce(in.data(), dst, count, type, op);
+            if (memcmp(dst, want.data(), count * size) != 0) ++wrong;
+          }
+        }
+      }
+    }
+  });
+  EXPECT_EQ(wrong.load(), 0);
+}
+
+TEST_P(LoopbackComm, AllReduceLargeOddCount) {
+  const int nranks = GetParam();
+  const size_t count = 1000003;
+  std::atomic<int> wrong{0};
+  run_ranks(nranks, [&](Communicator& comm) {
+    std::vector<float> data(count);
+    for (size_t i = 0; i < count; ++i)
+      data[i] = static_cast<float>(testing::input_value(cclSum, comm.rank(), i));
+    comm.all_reduce(data.data(), data.data(), count, cclFloat32, cclSum);
+    for (size_t i = 0; i < count; ++i) {
+      if (data[i] != static_cast<float>(testing::reduce_values(cclSum, nranks, i))) {
+        ++wrong;
+        break;
+      }
+    }
+  });
+  EXPECT_EQ(wrong.load(), 0);
+}
+
+TEST_P(LoopbackComm, BroadcastFromEveryRoot) {
+  const int nranks = GetParam();
+  std::atomic<int> wrong{0};
+  run_ranks(nranks, [&](Communicator& comm) {
+    for (int root = 0; root < nranks; ++root) {
+      for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{1000}, size_t{300001}}) {
+        std::vector<int32_t> want(count), out(count, -1);
+        for (size_t i = 0; i < count; ++i) want[i] = static_cast<int32_t>(i * 31 + root);
+        const void* in = comm.rank() == root ? want.data() : nullptr;
+        comm.broadcast(in, out.data(), count, cclInt32, root);
+        if (out != want) ++wrong;
+      }
+    }
+    comm.barrier();
+  });
+  EXPECT_EQ(wrong.load(), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, LoopbackComm, ::testing::Values(1, 2, 3, 4, 5, 7, 8));
+
+// Two loopback communicators; rank 0 gets `timeout0`.
+struct Pair {
+  InMemoryStore store;
+  std::shared_ptr<Communicator> comms[2];
+  explicit Pair(std::chrono::milliseconds timeout0) {
+    auto fabric = std::make_shared<transport::LoopbackFabric>(2);
+    auto options = [&](int rank) {
+      CommOptions o;
+      o.rank = rank;
+      o.nranks = 2;
+      o.loopback = fabric;
+      if (rank == 0) o.timeout = timeout0;
+      return o;
+    };
+    std::thread joiner([&] { comms[1] = Communicator::create(options(1), store); });
+    comms[0] = Communicator::create(options(0), store);
+    joiner.join();
+  }
+};
+
+TEST(LoopbackCommErrors, AbortReleasesWaitingRank) {
+  // Rank 0 enters an allreduce that rank 1 never joins; aborting rank 0 must release it.
+  Pair pair(std::chrono::milliseconds(60000));
+  auto& comms = pair.comms;
+  std::thread aborter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    comms[0]->abort();
+  });
+  std::vector<float> x(16, 1.0f);
+  auto start = Clock::now();
+  try {
+    comms[0]->all_reduce(x.data(), x.data(), x.size(), cclFloat32, cclSum);
+    ADD_FAILURE() << "allreduce without a peer succeeded";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), cclRemoteError) << e.what();
+  }
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(5));
+  aborter.join();
+}
+
+TEST(LoopbackCommErrors, TimeoutNamesThePeer) {
+  Pair pair(std::chrono::milliseconds(300));
+  auto& comms = pair.comms;
+  std::vector<float> x(16, 1.0f);
+  try {
+    comms[0]->all_reduce(x.data(), x.data(), x.size(), cclFloat32, cclSum);
+    ADD_FAILURE() << "allreduce without a peer succeeded";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), cclTimeout);
+    EXPECT_NE(std::string(e.what()).find("rank(s) 1"), std::string::npos) << e.what();
+  }
+  // A failed communicator refuses further work with the same code.
+  try {
+    comms[0]->barrier();
+    ADD_FAILURE() << "barrier on a failed communicator succeeded";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), cclTimeout);
+  }
+}
+
+}  // namespace
+}  // namespace ccl
