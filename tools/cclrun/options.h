@@ -1,0 +1,28 @@
+// cclrun's command line: cclrun -np N [--tag-output] [-x VAR[=VALUE]]... [--grace S]
+// [--timeout S] PROGRAM ARGS...
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace ccl::cclrun {
+
+constexpr int kMaxRanks = 4096;
+
+struct Options {
+  int nranks = 0;
+  bool tag_output = false;
+  // -x VAR=VALUE sets VAR for every rank; -x VAR forwards cclrun's own value (as mpirun does).
+  std::vector<std::pair<std::string, std::string>> exports;
+  double grace_seconds = 5.0;        // after the first failure, before SIGTERM
+  double timeout_seconds = 0.0;      // 0: none
+  std::vector<std::string> command;  // PROGRAM ARGS...
+  bool help = false;
+};
+
+// Returns false with a one-line reason in *error on bad usage.
+bool parse_options(int argc, char** argv, Options* options, std::string* error);
+const char* usage_text();
+
+}  // namespace ccl::cclrun
