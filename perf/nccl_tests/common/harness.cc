@@ -1,0 +1,388 @@
+#include "harness.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ccl/ccl.h"
+#include "datatype.h"
+#include "json_report.h"
+#include "options.h"
+#include "pattern.h"
+#include "rank_info.h"
+#include "report.h"
+
+namespace ccl::perf {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A failed call: the run stops, the communicator is aborted and the exit status is 2.
+struct Failure : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct FreeDeleter {
+  void operator()(void* p) const { std::free(p); }
+};
+using Buffer = std::unique_ptr<char, FreeDeleter>;
+
+// Page-aligned and touched, so that page faults stay out of the timed loop.
+Buffer allocate(size_t bytes) {
+  const size_t page = 4096;
+  const size_t rounded = std::max<size_t>((bytes + page - 1) / page * page, page);
+  void* p = std::aligned_alloc(page, rounded);
+  if (!p) throw Failure("cannot allocate " + std::to_string(rounded) + " bytes");
+  std::memset(p, 0, rounded);
+  return Buffer(static_cast<char*>(p));
+}
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+class Bench {
+ public:
+  Bench(Options o, Collective coll, cclComm_t comm, int rank, int nranks)
+      : o_(std::move(o)), info_(collective_info(coll)), comm_(comm), rank_(rank), n_(nranks) {}
+
+  // After a failure the communicator is aborted first, so queued work cannot hold this up.
+  ~Bench() {
+    if (stream_) cclStreamDestroy(stream_);
+  }
+
+  void close() {
+    cclStream_t s = stream_;
+    stream_ = nullptr;
+    if (s) call(cclStreamDestroy(s), "cclStreamDestroy");
+  }
+
+  int run(const char* program) {
+    report_.program = program;
+    report_.collective = info_.name;
+    cclGetVersion(&report_.ccl_version);
+    report_.nranks = n_;
+    print(run_header(o_));
+    describe_ranks();
+    if (info_.has_root && o_.root >= n_)
+      throw Failure("root " + std::to_string(o_.root) + " is not a rank of " + std::to_string(n_));
+    if (o_.check && !check_supported()) throw Failure("-c: no checker for this collective yet");
+    send_ = allocate(o_.max_bytes);
+    recv_ = allocate(o_.max_bytes);
+    if (o_.check) expected_ = allocate(o_.max_bytes);
+    if (!o_.blocking && !o_.stream_null) call(cclStreamCreate(&stream_), "cclStreamCreate");
+    report_.options = o_;
+    print(column_header(o_.report_cputime != 0));
+
+    const std::vector<cclRedOp_t> ops = info_.has_op ? o_.ops : std::vector<cclRedOp_t>{cclSum};
+    std::vector<int> roots{-1};
+    if (info_.has_root) {
+      roots.clear();
+      for (int r = 0; r < n_; ++r) {
+        if (o_.root == -1 || o_.root == r) roots.push_back(r);
+      }
+    }
+    for (cclDataType_t type : o_.types) {
+      for (cclRedOp_t op : ops) {
+        for (int root : roots) time_test(type, op, root);
+      }
+    }
+
+    const int64_t errors = sum_all(errors_);
+    report_.out_of_bounds = errors;
+    report_.avg_busbw = bw_count_ ? bw_sum_ / bw_count_ : 0.0;
+    print(footer(errors, report_.avg_busbw));
+    if (rank_ == 0 && !o_.json_path.empty()) write_json();
+    return errors ? 1 : 0;
+  }
+
+ private:
+  bool check_supported() const {
+    return info_.coll == Collective::AllReduce || info_.coll == Collective::Broadcast;
+  }
+
+  void call(cclResult_t r, const char* what) {
+    if (r == cclSuccess) return;
+    std::string detail = cclGetLastError(comm_);
+    if (detail.empty()) detail = cclGetLastError(nullptr);  // calls without a communicator
+    throw Failure(std::string(what) + " failed: " + cclGetErrorString(r) + ": " + detail);
+  }
+
+  void print(const std::string& s) const {
+    if (rank_ == 0) std::fputs(s.c_str(), stdout);
+  }
+
+  // Every rank's pid and host, gathered with an allreduce (max) of a zeroed table.
+  void describe_ranks() {
+    std::vector<unsigned char> table(static_cast<size_t>(n_) * kRankRecordBytes, 0);
+    encode_rank_record(static_cast<int>(getpid()), local_hostname(),
+                       table.data() + static_cast<size_t>(rank_) * kRankRecordBytes);
+    call(cclAllReduce(table.data(), table.data(), table.size(), cclUint8, cclMax, comm_, nullptr),
+         "cclAllReduce (rank table)");
+    report_.ranks = decode_rank_table(table.data(), n_);
+    print("# Using devices\n");
+    for (const auto& d : report_.ranks) print(rank_line(d.rank, 0, d.pid, d.host, d.device));
+    limit_memory();
+  }
+
+  // nccl-tests shrinks maxBytes to what the device holds; here the host's memory is shared by
+  // the ranks on it.
+  void limit_memory() {
+    int local = 0;
+    for (const auto& d : report_.ranks) local += d.host == report_.ranks[rank_].host;
+    const uint64_t total = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) *
+                           static_cast<uint64_t>(sysconf(_SC_PAGE_SIZE));
+    const uint64_t reserve = uint64_t{1} << 30;
+    uint64_t limit = total > reserve ? (total - reserve) / std::max(local, 1) / (o_.check ? 3 : 2)
+                                     : uint64_t{1} << 20;
+    call(cclAllReduce(&limit, &limit, 1, cclUint64, cclMin, comm_, nullptr),
+         "cclAllReduce (memory limit)");
+    if (o_.max_bytes > limit) {
+      o_.max_bytes = limit;
+      o_.min_bytes = std::min(o_.min_bytes, o_.max_bytes);
+      print("#\n# Reducing maxBytes to " + std::to_string(limit) + " due to memory limitation\n");
+    }
+  }
+
+  void barrier() {
+    int32_t token = 0;
+    call(cclAllReduce(&token, &token, 1, cclInt32, cclSum, comm_, nullptr),
+         "cclAllReduce (barrier)");
+  }
+
+  int64_t sum_all(int64_t v) {
+    call(cclAllReduce(&v, &v, 1, cclInt64, cclSum, comm_, nullptr), "cclAllReduce (sum)");
+    return v;
+  }
+
+  // Combines the per-iteration time across ranks as -a asks.
+  double combine_time(double t) {
+    if (o_.average == Average::Rank0) return t;
+    const cclRedOp_t op = o_.average == Average::Min   ? cclMin
+                          : o_.average == Average::Max ? cclMax
+                                                       : cclSum;
+    call(cclAllReduce(&t, &t, 1, cclFloat64, op, comm_, nullptr), "cclAllReduce (time)");
+    return o_.average == Average::Mean ? t / n_ : t;
+  }
+
+  void run_collective(const void* send, void* recv, size_t count, cclDataType_t type, cclRedOp_t op,
+                      int root) {
+    switch (info_.coll) {
+      case Collective::AllReduce:
+        return call(cclAllReduce(send, recv, count, type, op, comm_, stream_), "cclAllReduce");
+      case Collective::Broadcast:
+        return call(cclBroadcast(send, recv, count, type, root, comm_, stream_), "cclBroadcast");
+      case Collective::Reduce:
+        return call(cclReduce(send, recv, count, type, op, root, comm_, stream_), "cclReduce");
+      case Collective::AllGather:
+        return call(cclAllGather(send, recv, count, type, comm_, stream_), "cclAllGather");
+      case Collective::ReduceScatter:
+        return call(cclReduceScatter(send, recv, count, type, op, comm_, stream_),
+                    "cclReduceScatter");
+      case Collective::AlltoAll:
+        return call(cclAlltoAll(send, recv, count, type, comm_, stream_), "cclAlltoAll");
+      case Collective::SendRecv:  // a ring: send to the next rank, receive from the previous
+        call(cclGroupStart(), "cclGroupStart");
+        call(cclSend(send, count, type, (rank_ + 1) % n_, comm_, stream_), "cclSend");
+        call(cclRecv(recv, count, type, (rank_ + n_ - 1) % n_, comm_, stream_), "cclRecv");
+        return call(cclGroupEnd(), "cclGroupEnd");
+    }
+  }
+
+  // One operation; `iter` moves the buffers through the allocation (nccl-tests' rotation, which
+  // keeps small sizes from always hitting the same cache lines).
+  void start_coll(const CheckSpec& spec, const Geometry& g, bool in_place, int iter) {
+    const size_t elt = type_info(spec.type).size;
+    const size_t total = row_bytes(g, elt);
+    const size_t steps = total ? std::max<size_t>(o_.max_bytes / total, 1) : 1;
+    const size_t shift = total * (static_cast<size_t>(iter) % steps);
+    char* send = send_.get() + shift;
+    char* recv = recv_.get() + shift;
+    run_collective(op_send_ptr(spec, rank_, g, in_place, send, recv),
+                   op_recv_ptr(spec, rank_, g, in_place, recv), g.param_count, spec.type, spec.op,
+                   spec.root);
+    if (o_.blocking) {
+      complete_coll();
+      if (o_.blocking == 1) barrier();
+    }
+  }
+
+  void complete_coll() {
+    if (!stream_) return;  // NULL stream: every call already returned complete
+    if (o_.timeout_s <= 0) return call(cclStreamSynchronize(stream_), "cclStreamSynchronize");
+    const auto t0 = Clock::now();
+    for (;;) {
+      const cclResult_t r = cclStreamQuery(stream_);
+      if (r == cclSuccess) return;
+      if (r != cclInProgress) call(r, "cclStreamQuery");
+      cclResult_t async = cclSuccess;
+      call(cclCommGetAsyncError(comm_, &async), "cclCommGetAsyncError");
+      call(async, "asynchronous operation");
+      if (seconds_since(t0) > o_.timeout_s) {
+        throw Failure(local_hostname() + ": Test timeout (" + std::to_string(o_.timeout_s) + "s)");
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+
+  Measurement bench_time(CheckSpec spec, const Geometry& g, bool in_place) {
+    const CheckBuffers bufs{send_.get(), recv_.get(), expected_.get()};
+    if (o_.check) {
+      spec.seed = 99;
+      prepare_check(spec, rank_, g, in_place, bufs);
+    }
+    start_coll(spec, g, in_place, 0);  // in step before timing
+    complete_coll();
+    barrier();
+
+    const auto t0 = Clock::now();
+    for (int iter = 0; iter < o_.iters; ++iter) {
+      if (o_.agg_iters > 1) call(cclGroupStart(), "cclGroupStart");
+      for (int a = 0; a < o_.agg_iters; ++a) start_coll(spec, g, in_place, iter * o_.agg_iters + a);
+      if (o_.agg_iters > 1) call(cclGroupEnd(), "cclGroupEnd");
+    }
+    const double ops = static_cast<double>(o_.iters) * o_.agg_iters;
+    const double cpu_sec = seconds_since(t0) / ops;
+    complete_coll();
+    const double sec = combine_time(seconds_since(t0) / ops);
+
+    Measurement m;
+    const size_t elt = type_info(spec.type).size;
+    m.algbw = alg_bandwidth(info_.coll, g, elt, n_, sec);
+    m.busbw = bus_bandwidth(info_.coll, m.algbw, n_);
+    m.time_us = (o_.report_cputime ? cpu_sec : sec) * 1e6;
+    barrier();
+
+    if (o_.check) {
+      int64_t wrong = 0;
+      for (int c = 0; c < o_.check; ++c) {
+        spec.seed = ++check_seed_;
+        prepare_check(spec, rank_, g, in_place, bufs);
+        start_coll(spec, g, in_place, 0);
+        complete_coll();
+        const void* got = op_recv_ptr(spec, rank_, g, in_place, recv_.get());
+        const int64_t local = count_wrong(got, expected_.get(), g.recv_count, spec.type);
+        if (local) ++errors_;
+        wrong = sum_all(local);
+        if (wrong) break;
+      }
+      m.wrong = wrong;
+    }
+    bw_sum_ += m.busbw;
+    ++bw_count_;
+    print(row_body(m.time_us, m.algbw, m.busbw, m.wrong));
+    return m;
+  }
+
+  void time_test(cclDataType_t type, cclRedOp_t op, int root) {
+    const size_t elt = type_info(type).size;
+    const CheckSpec spec{info_.coll, type, op, root, n_, 0};
+    barrier();
+    for (size_t size : warmup_sizes(o_.min_bytes, o_.max_bytes)) {
+      const Geometry g = geometry(info_.coll, size, elt, n_);
+      if (g.param_count == 0) continue;
+      for (int w = 0; w < o_.warmup_iters; ++w) start_coll(spec, g, false, w);
+      complete_coll();
+    }
+    const auto sizes = size_sweep(o_.min_bytes, o_.max_bytes, o_.step_bytes, o_.step_factor);
+    int cycles = o_.run_cycles;
+    do {
+      for (size_t size : sizes) {
+        const Geometry g = geometry(info_.coll, size, elt, n_);
+        if (g.param_count == 0) continue;  // nothing to move: no row
+        RowResult row;
+        row.size = row_bytes(g, elt);
+        row.count = g.param_count;
+        row.type = type_info(type).name;
+        row.redop = info_.has_op ? op_name(op) : "none";
+        row.root = root;
+        print(row_preamble(row.size, row.count, row.type.c_str(), row.redop.c_str(), root));
+        row.out_of_place = bench_time(spec, g, false);
+        row.in_place = bench_time(spec, g, true);
+        print("\n");
+        if (rank_ == 0 && !o_.json_path.empty()) report_.rows.push_back(row);
+      }
+    } while (--cycles != 0);
+  }
+
+  void write_json() {
+    std::ofstream out(o_.json_path);
+    out << to_json(report_);
+    if (!out) std::fprintf(stderr, "# could not write %s\n", o_.json_path.c_str());
+  }
+
+  Options o_;
+  const CollectiveInfo& info_;
+  cclComm_t comm_;
+  int rank_;
+  int n_;
+  cclStream_t stream_ = nullptr;
+  Buffer send_, recv_, expected_;
+  RunReport report_;
+  int64_t errors_ = 0;  // rows x placements with a wrong element on this rank
+  uint64_t check_seed_ = 0;
+  double bw_sum_ = 0;
+  int bw_count_ = 0;
+};
+
+}  // namespace
+
+int run_perf_main(int argc, char** argv, Collective coll) {
+  setvbuf(stdout, nullptr, _IOLBF, 0);  // every line as soon as it is complete
+  const char* program = collective_info(coll).binary;
+  const ParseResult parsed = parse_options(argc, argv);
+  if (!parsed.error.empty()) {
+    std::fprintf(stderr, "%s: %s\n%s", program, parsed.error.c_str(), usage(program).c_str());
+    return 1;
+  }
+  if (parsed.options.help) {
+    std::fputs(usage(program).c_str(), stdout);
+    return 0;
+  }
+
+  cclComm_t comm = nullptr;
+  const cclResult_t init = cclCommInitFromEnv(&comm);
+  if (init != cclSuccess) {
+    std::fprintf(stderr, "%s: cclCommInitFromEnv failed: %s: %s\n", program,
+                 cclGetErrorString(init), cclGetLastError(nullptr));
+    return 2;
+  }
+  int rank = 0, nranks = 1;
+  cclCommUserRank(comm, &rank);
+  cclCommCount(comm, &nranks);
+  if (rank == 0) {
+    for (const auto& note : parsed.notes) std::printf("%s\n", note.c_str());
+  }
+
+  int status;
+  Bench bench(parsed.options, coll, comm, rank, nranks);
+  try {
+    status = bench.run(program);
+    bench.close();
+  } catch (const Failure& f) {
+    if (rank == 0) std::fputs("\n", stdout);  // end a row cut short
+    std::fflush(stdout);
+    std::fprintf(stderr, "%s: rank %d: %s\n", program, rank, f.what());
+    cclCommAbort(comm);
+    return 2;
+  }
+  const cclResult_t destroyed = cclCommDestroy(comm);
+  if (destroyed != cclSuccess) {
+    std::fprintf(stderr, "%s: rank %d: cclCommDestroy failed: %s\n", program, rank,
+                 cclGetErrorString(destroyed));
+    return 2;
+  }
+  return status;
+}
+
+}  // namespace ccl::perf
