@@ -1,0 +1,38 @@
+# The two commands of the README. Everything else is plain CMake.
+#   make run   installs what is missing, builds Release, runs a 2-rank all_reduce_perf sweep
+#   make test  installs what is missing, builds, runs ctest
+#   make asan  the same suite in an ASan+UBSan build (build-asan/)
+BUILD ?= build
+JOBS ?= $(shell nproc)
+NP ?= 2
+
+.PHONY: deps build run test asan tsan clean format
+
+deps:
+	./scripts/install-deps.sh
+
+build: deps
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release
+	cmake --build $(BUILD) -j $(JOBS)
+
+run: build
+	$(BUILD)/tools/cclrun -np $(NP) $(BUILD)/perf/all_reduce_perf -b 8 -e 64M -f 2 -c 1
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 600
+
+asan: deps
+	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCCL_SANITIZE=address
+	cmake --build build-asan -j $(JOBS)
+	cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j $(JOBS) --timeout 900
+
+tsan: deps
+	cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCCL_SANITIZE=thread
+	cmake --build build-tsan -j $(JOBS)
+	cd build-tsan && ctest --output-on-failure -j $(JOBS) --timeout 900
+
+format:
+	git ls-files '*.cc' '*.h' '*.c' | xargs clang-format -i
+
+clean:
+	rm -rf $(BUILD) build-asan build-tsan

@@ -1,0 +1,191 @@
+// Run under cclrun at any rank count: every datatype and op of allreduce, broadcast from every
+// root, in-place and out-of-place, misaligned buffers, host streams, barrier, and argument errors.
+// Exits 0 when every check passed on this rank.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "algorithms/reduce/reduce.h"
+#include "ccl/ccl.h"
+#include "expected_values.h"
+
+using ccl::reduce::datatype_name;
+using ccl::reduce::datatype_size;
+using ccl::reduce::op_name;
+using namespace ccl::testing;
+
+namespace {
+
+int g_rank = 0;
+int g_failures = 0;
+int g_checks = 0;
+
+#define EXPECT_RESULT(call, expected)                                                            \
+  do {                                                                                           \
+    cclResult_t r_ = (call);                                                                     \
+    ++g_checks;                                                                                  \
+    if (r_ != (expected)) {                                                                      \
+      fprintf(stderr, "rank %d: %s returned %d (%s), expected %d at %s:%d\n", g_rank, #call, r_, \
+              cclGetErrorString(r_), expected, __FILE__, __LINE__);                              \
+      ++g_failures;                                                                              \
+    }                                                                                            \
+  } while (0)
+
+// A buffer whose data starts `misalign` bytes past an aligned address.
+struct Buffer {
+  std::vector<uint8_t> storage;
+  uint8_t* data;
+  Buffer(size_t bytes, size_t misalign) : storage(bytes + 64 + misalign) {
+    data = storage.data() + (64 - reinterpret_cast<uintptr_t>(storage.data()) % 64) % 64 + misalign;
+  }
+};
+
+bool compare(const char* what, cclDataType_t type, const uint8_t* got, const uint8_t* want,
+             size_t count) {
+  size_t size = datatype_size(type);
+  ++g_checks;
+  for (size_t i = 0; i < count; ++i) {
+    if (memcmp(got + i * size, want + i * size, size) != 0) {
+      fprintf(stderr, "rank %d: %s %s count %zu: element %zu differs\n", g_rank, what,
+              datatype_name(type), count, i);
+      ++g_failures;
+      return false;
+    }
+  }
+  return true;
+}
+
+void check_allreduce(cclComm_t comm, int nranks, cclDataType_t type, cclRedOp_t op, size_t count,
+                     bool in_place, size_t misalign) {
+  size_t bytes = count * datatype_size(type);
+  Buffer send(bytes, misalign), recv(bytes, misalign), want(bytes, 0);
+  for (size_t i = 0; i < count; ++i) {
+    store_value(type, send.data, i, input_value(op, g_rank, i));
+    store_expected(type, op, nranks, want.data, i);
+  }
+  uint8_t* out = in_place ? send.data : recv.data;
+  EXPECT_RESULT(cclAllReduce(send.data, out, count, type, op, comm, nullptr), cclSuccess);
+  char what[64];
+  snprintf(what, sizeof(what), "allreduce %s %s", op_name(op),
+           in_place ? "in-place" : "out-of-place");
+  compare(what, type, out, want.data, count);
+}
+
+void check_broadcast(cclComm_t comm, cclDataType_t type, size_t count, int root, bool in_place) {
+  size_t bytes = count * datatype_size(type);
+  Buffer send(bytes, 0), recv(bytes, 3), want(bytes, 0);
+  for (size_t i = 0; i < count; ++i) {
+    store_value(type, want.data, i, static_cast<double>((i * 13 + root) % 7));
+  }
+  if (g_rank == root) memcpy(send.data, want.data, bytes);
+  uint8_t* out = recv.data;
+  if (in_place && g_rank == root) out = send.data;
+  // Non-roots pass NULL as sendbuff: API.md allows it.
+  const void* in = g_rank == root ? send.data : nullptr;
+  EXPECT_RESULT(cclBroadcast(in, out, count, type, root, comm, nullptr), cclSuccess);
+  compare(in_place ? "broadcast in-place" : "broadcast", type, out, want.data, count);
+}
+
+void check_stream(cclComm_t comm, int nranks) {
+  cclStream_t stream = nullptr;
+  EXPECT_RESULT(cclStreamCreate(&stream), cclSuccess);
+  const size_t count = 4099;
+  std::vector<std::vector<float>> bufs(4, std::vector<float>(count));
+  for (auto& b : bufs)
+    for (size_t i = 0; i < count; ++i) b[i] = static_cast<float>(input_value(cclSum, g_rank, i));
+  for (auto& b : bufs) {
+    EXPECT_RESULT(cclAllReduce(b.data(), b.data(), count, cclFloat32, cclSum, comm, stream),
+                  cclSuccess);
+  }
+  EXPECT_RESULT(cclBarrier(comm, stream), cclSuccess);
+  EXPECT_RESULT(cclStreamSynchronize(stream), cclSuccess);
+  EXPECT_RESULT(cclStreamQuery(stream), cclSuccess);
+  for (auto& b : bufs) {
+    std::vector<float> want(count);
+    for (size_t i = 0; i < count; ++i)
+      want[i] = static_cast<float>(reduce_values(cclSum, nranks, i));
+    compare("stream allreduce", cclFloat32, reinterpret_cast<uint8_t*>(b.data()),
+            reinterpret_cast<uint8_t*>(want.data()), count);
+  }
+  EXPECT_RESULT(cclStreamDestroy(stream), cclSuccess);
+}
+
+void check_argument_errors(cclComm_t comm, int nranks) {
+  float x[4] = {1, 2, 3, 4};
+  EXPECT_RESULT(cclAllReduce(x, x, 4, static_cast<cclDataType_t>(99), cclSum, comm, nullptr),
+                cclInvalidArgument);
+  if (strstr(cclGetLastError(comm), "datatype") == nullptr) {
+    fprintf(stderr, "rank %d: last error does not name the datatype: %s\n", g_rank,
+            cclGetLastError(comm));
+    ++g_failures;
+  }
+  EXPECT_RESULT(cclAllReduce(x, x, 4, cclFloat32, static_cast<cclRedOp_t>(17), comm, nullptr),
+                cclInvalidArgument);
+  EXPECT_RESULT(cclAllReduce(nullptr, x, 4, cclFloat32, cclSum, comm, nullptr), cclInvalidArgument);
+  EXPECT_RESULT(cclAllReduce(x, nullptr, 4, cclFloat32, cclSum, comm, nullptr), cclInvalidArgument);
+  EXPECT_RESULT(cclAllReduce(x, x, 4, cclFloat32, cclSum, nullptr, nullptr), cclInvalidArgument);
+  EXPECT_RESULT(cclBroadcast(x, x, 4, cclFloat32, nranks, comm, nullptr), cclInvalidArgument);
+  EXPECT_RESULT(cclBroadcast(x, x, 4, cclFloat32, -1, comm, nullptr), cclInvalidArgument);
+  EXPECT_RESULT(cclAllReduce(nullptr, nullptr, 0, cclFloat32, cclSum, comm, nullptr), cclSuccess);
+  EXPECT_RESULT(cclReduce(x, x, 4, cclFloat32, cclSum, 0, comm, nullptr), cclInvalidUsage);
+  int n = 0, r = -1;
+  EXPECT_RESULT(cclCommCount(comm, &n), cclSuccess);
+  EXPECT_RESULT(cclCommUserRank(comm, &r), cclSuccess);
+  if (n != nranks || r != g_rank) {
+    fprintf(stderr, "rank %d: count/rank %d/%d\n", g_rank, n, r);
+    ++g_failures;
+  }
+  cclResult_t async = cclInternalError;
+  EXPECT_RESULT(cclCommGetAsyncError(comm, &async), cclSuccess);
+  if (async != cclSuccess) ++g_failures;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+  cclComm_t comm = nullptr;
+  cclResult_t init = cclCommInitFromEnv(&comm);
+  if (init != cclSuccess) {
+    fprintf(stderr, "init failed: %s: %s\n", cclGetErrorString(init), cclGetLastError(nullptr));
+    return 2;
+  }
+  int nranks = 0;
+  cclCommCount(comm, &nranks);
+  cclCommUserRank(comm, &g_rank);
+
+  check_argument_errors(comm, nranks);
+  const std::vector<size_t> counts = {0, 1, 7, 1000, 65537};
+  for (int t = 0; t < cclNumTypes; ++t) {
+    auto type = static_cast<cclDataType_t>(t);
+    for (int o = 0; o < cclNumOps; ++o) {
+      for (size_t count : counts) {
+        if (quick && count > 1000) continue;
+        check_allreduce(comm, nranks, type, static_cast<cclRedOp_t>(o), count, false, t % 3);
+        check_allreduce(comm, nranks, type, static_cast<cclRedOp_t>(o), count, true, 0);
+      }
+    }
+  }
+  // Large odd counts: a few representative types.
+  if (!quick) {
+    for (cclDataType_t type : {cclFloat32, cclBfloat16, cclInt8}) {
+      check_allreduce(comm, nranks, type, cclSum, 1000003, false, 1);
+      check_allreduce(comm, nranks, type, cclAvg, 1000003, true, 0);
+    }
+  }
+  for (int root = 0; root < nranks; ++root) {
+    for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{1000}, size_t{1000003}}) {
+      if (quick && count > 1000) continue;
+      check_broadcast(comm, cclFloat32, count, root, false);
+      check_broadcast(comm, cclUint8, count, root, true);
+    }
+  }
+  check_stream(comm, nranks);
+  EXPECT_RESULT(cclBarrier(comm, nullptr), cclSuccess);
+  EXPECT_RESULT(cclCommDestroy(comm), cclSuccess);
+
+  printf("rank %d: %d checks, %d failures\n", g_rank, g_checks, g_failures);
+  return g_failures == 0 ? 0 : 1;
+}
