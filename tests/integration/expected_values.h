@@ -47,45 +47,47 @@ inline double reduce_values(cclRedOp_t op, int nranks, size_t i) {
   return acc;
 }
 
-// Stores `value` (exactly representable or rounded as the library rounds) at element i.
+// Stores `value` (exactly representable or rounded as the library rounds) at element i. The
+// buffer may be misaligned, so every store goes through memcpy.
 inline void store_value(cclDataType_t type, void* buffer, size_t i, double value) {
-  auto* b = static_cast<uint8_t*>(buffer);
+  auto put = [&](auto v) { memcpy(static_cast<uint8_t*>(buffer) + i * sizeof(v), &v, sizeof(v)); };
+  const float f = static_cast<float>(value);
   switch (type) {
     case cclInt8:
-      reinterpret_cast<int8_t*>(b)[i] = static_cast<int8_t>(value);
+      put(static_cast<int8_t>(value));
       break;
     case cclUint8:
-      b[i] = static_cast<uint8_t>(value);
+      put(static_cast<uint8_t>(value));
       break;
     case cclInt32:
-      reinterpret_cast<int32_t*>(b)[i] = static_cast<int32_t>(value);
+      put(static_cast<int32_t>(value));
       break;
     case cclUint32:
-      reinterpret_cast<uint32_t*>(b)[i] = static_cast<uint32_t>(value);
+      put(static_cast<uint32_t>(value));
       break;
     case cclInt64:
-      reinterpret_cast<int64_t*>(b)[i] = static_cast<int64_t>(value);
+      put(static_cast<int64_t>(value));
       break;
     case cclUint64:
-      reinterpret_cast<uint64_t*>(b)[i] = static_cast<uint64_t>(value);
+      put(static_cast<uint64_t>(value));
       break;
     case cclFloat16:
-      reinterpret_cast<uint16_t*>(b)[i] = reduce::float_to_half(static_cast<float>(value));
+      put(reduce::float_to_half(f));
       break;
     case cclFloat32:
-      reinterpret_cast<float*>(b)[i] = static_cast<float>(value);
+      put(f);
       break;
     case cclFloat64:
-      reinterpret_cast<double*>(b)[i] = value;
+      put(value);
       break;
     case cclBfloat16:
-      reinterpret_cast<uint16_t*>(b)[i] = reduce::float_to_bf16(static_cast<float>(value));
+      put(reduce::float_to_bf16(f));
       break;
     case cclFloat8e4m3:
-      b[i] = reduce::float_to_fp8e4m3(static_cast<float>(value));
+      put(reduce::float_to_fp8e4m3(f));
       break;
     case cclFloat8e5m2:
-      b[i] = reduce::float_to_fp8e5m2(static_cast<float>(value));
+      put(reduce::float_to_fp8e5m2(f));
       break;
     default:
       break;
