@@ -114,13 +114,19 @@ cclResult_t cclCommInitFromEnv(cclComm_t* comm) {
     LauncherEnv env = read_launcher_env();
     CommOptions options = make_options(env.nranks, env.rank, nullptr, "cclCommInitFromEnv");
     SocketAddress root = SocketAddress::parse(env.address);
+    std::unique_ptr<StoreServer> server;
     if (env.rank == 0) {
       // Rank 0 serves the rendezvous; the server finishes once every rank has joined and left.
-      auto server = StoreServer::start(root, env.secret, options.timeout, env.listen_fd);
+      server = StoreServer::start(root, env.secret, options.timeout, env.listen_fd);
       root = server->address();
-      adopt_store_server(std::move(server));
     }
-    *comm = join(options, root, env.secret);
+    cclComm* joined = join(options, root, env.secret);
+    if (server) {
+      // The others leave the store right after the last barrier; wait for that, so that a rank 0
+      // that exits at once does not take the store away from a rank still reading its answer.
+      server->wait_finished(Deadline::after(options.timeout));
+    }
+    *comm = joined;
   });
 }
 

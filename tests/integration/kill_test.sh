@@ -7,7 +7,7 @@ cclrun=$1 prog=$2 np=$3 victim=$4
 stamp=$(mktemp)
 out=$(mktemp)
 trap 'rm -f "$stamp" "$out"' EXIT
-before=$(ls /dev/shm | grep -c '^ccl-' || true)
+before=$(ls /dev/shm | grep -cE '^ccl-[0-9a-f]{12}-' || true)
 CCL_TIMEOUT=60 timeout 60 "$cclrun" -np "$np" --grace 15 "$prog" "$victim" 20 "$stamp" >"$out" 2>&1
 status=$?
 cat "$out"
@@ -20,9 +20,9 @@ if [ "$status" -ne 137 ]; then
   echo "FAIL: cclrun exited $status, expected 137 (the victim's SIGKILL)"
   exit 1
 fi
-after=$(ls /dev/shm | grep -c '^ccl-' || true)
+after=$(ls /dev/shm | grep -cE '^ccl-[0-9a-f]{12}-' || true)
 if [ "$after" -gt "$before" ]; then
-  echo "FAIL: files left in /dev/shm:"; ls /dev/shm | grep '^ccl-'
+  echo "FAIL: files left in /dev/shm:"; ls /dev/shm | grep -E '^ccl-[0-9a-f]{12}-'
   exit 1
 fi
 echo "PASS"

@@ -273,6 +273,7 @@ void StoreServer::stop() {
 }
 
 void StoreServer::wait_finished(Deadline deadline) {
+  if (::getpid() != impl_->owner_pid) return;  // a forked child: no thread will ever finish it
   std::unique_lock<std::mutex> lock(impl_->mutex);
   impl_->finished_cv.wait_until(lock, deadline.at(), [this] { return impl_->finished.load(); });
 }
@@ -285,8 +286,12 @@ struct AdoptedServers {
   std::mutex mutex;
   std::vector<std::unique_ptr<StoreServer>> servers;
   ~AdoptedServers() {
-    // At exit: stop rather than wait, so that a job whose ranks never came cannot hang exit().
+    // At exit: give servers still in use a moment to answer ranks that are just leaving (the
+    // hosting rank may exit as soon as its own init returned), then stop rather than wait, so
+    // that a job whose ranks never came cannot hang exit().
     std::lock_guard<std::mutex> lock(mutex);
+    Deadline drain = Deadline::after(std::chrono::milliseconds(2000));
+    for (auto& s : servers) s->wait_finished(drain);
     for (auto& s : servers) s->stop();
     servers.clear();
   }
