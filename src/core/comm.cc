@@ -5,6 +5,7 @@
 
 #include <cstdio>
 
+#include "algorithms/recursive_doubling.h"
 #include "algorithms/reduce/reduce.h"
 #include "algorithms/ring.h"
 #include "core/config.h"
@@ -55,6 +56,7 @@ Communicator::Communicator(const CommOptions& options)
   if (chunk <= 0) chunk = config_int("CCL_BUFFSIZE") / 4;
   // Chunks are multiples of 64 bytes, so every chunk of every datatype starts element-aligned.
   chunk_bytes_ = std::max<int64_t>(64, chunk / 64 * 64);
+  recursive_doubling_max_ = static_cast<size_t>(config_int("CCL_RECURSIVE_DOUBLING_MAX"));
 }
 
 Communicator::~Communicator() = default;
@@ -174,6 +176,12 @@ const algo::Schedule& Communicator::cached(int kind, size_t count, int root, siz
   return schedules_.emplace(key, std::move(schedule)).first->second;
 }
 
+void* Communicator::scratch(size_t bytes) {
+  // Kept for the life of the communicator: touched once, no page faults on later calls.
+  if (scratch_.size() < bytes) scratch_.resize(bytes);
+  return scratch_.data();
+}
+
 void Communicator::execute(const algo::Schedule& schedule, const algo::ExecBuffers& buffers,
                            const algo::ExecOp& op, const char* what) {
   char name[64];
@@ -200,7 +208,8 @@ void Communicator::all_reduce(const void* sendbuff, void* recvbuff, size_t count
     exec.divide = reduce::divide_kernel(type);
     exec.divisor = static_cast<uint64_t>(nranks_);
   }
-  execute(cached(kAllReduce, count, -1, exec.elem_size), {sendbuff, recvbuff, nullptr}, exec,
+  const algo::Schedule& schedule = cached(kAllReduce, count, -1, exec.elem_size);
+  execute(schedule, {sendbuff, recvbuff, scratch(schedule.scratch_elems * exec.elem_size)}, exec,
           "allreduce");
 }
 

@@ -69,12 +69,14 @@ class Communicator {
   void execute(const algo::Schedule& schedule, const algo::ExecBuffers& buffers,
                const algo::ExecOp& op, const char* what);
   const algo::Schedule& cached(int kind, size_t count, int root, size_t elem_size);
+  void* scratch(size_t bytes);  // executor scratch of at least `bytes`
 
   int rank_;
   int nranks_;
   CommOptions options_;
   algo::WaitPolicy wait_policy_;
   size_t chunk_bytes_ = 0;
+  size_t recursive_doubling_max_ = 0;  // allreduce bytes up to which recursive doubling is used
   AbortFlag abort_{false};
   std::atomic<bool> destroyed_{false};
   std::atomic<cclResult_t> async_error_{cclSuccess};
@@ -85,6 +87,7 @@ class Communicator {
   std::unique_ptr<algo::Executor> executor_;
   std::mutex op_mutex_;  // one operation at a time on a communicator
   std::map<std::tuple<int, size_t, int, size_t>, algo::Schedule> schedules_;
+  std::vector<std::byte> scratch_;
   std::mutex error_mutex_;
   std::string last_error_;
 };

@@ -48,6 +48,9 @@ const std::vector<ConfigVar>& config_vars() {
       // Algorithms
       {"CCL_ALGO", ConfigType::String, "", "algorithms to allow: ring (the only one so far)"},
       {"CCL_PROTO", ConfigType::String, "", "protocols to allow: Simple (the only one so far)"},
+      {"CCL_RECURSIVE_DOUBLING_MAX", ConfigType::Bytes, "0",
+       "allreduce messages up to this many bytes use recursive doubling instead of the ring (0: "
+       "never; the tuner will choose)"},
       {"CCL_CHUNKSIZE", ConfigType::Bytes, "0",
        "bytes per pipelined chunk; 0: derived from CCL_BUFFSIZE"},
   };

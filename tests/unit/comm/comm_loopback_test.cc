@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <thread>
@@ -107,6 +108,31 @@ TEST_P(LoopbackComm, BroadcastFromEveryRoot) {
     }
     comm.barrier();
   });
+  EXPECT_EQ(wrong.load(), 0);
+}
+
+TEST_P(LoopbackComm, AllReduceByRecursiveDoubling) {
+  const int nranks = GetParam();
+  setenv("CCL_RECURSIVE_DOUBLING_MAX", "1G", 1);
+  std::atomic<int> wrong{0};
+  run_ranks(nranks, [&](Communicator& comm) {
+    for (cclRedOp_t op : {cclSum, cclAvg, cclMax}) {
+      for (size_t count : {size_t{1}, size_t{7}, size_t{1000}, size_t{100003}}) {
+        for (bool in_place : {false, true}) {
+          std::vector<uint16_t> in(count), out(count), want(count);
+          for (size_t i = 0; i < count; ++i) {
+            testing::store_value(cclBfloat16, in.data(), i,
+                                 testing::input_value(op, comm.rank(), i));
+            testing::store_expected(cclBfloat16, op, nranks, want.data(), i);
+          }
+          uint16_t* dst = in_place ? in.data() : out.data();
+          comm.all_reduce(in.data(), dst, count, cclBfloat16, op);
+          if (memcmp(dst, want.data(), count * sizeof(uint16_t)) != 0) ++wrong;
+        }
+      }
+    }
+  });
+  unsetenv("CCL_RECURSIVE_DOUBLING_MAX");
   EXPECT_EQ(wrong.load(), 0);
 }
 
