@@ -1,5 +1,6 @@
 #include "core/comm.h"
 
+#include <sched.h>
 #include <sys/random.h>
 #include <unistd.h>
 
@@ -50,8 +51,6 @@ transport::PeerInfo decode_peer(int rank, const std::string& text) {
 
 Communicator::Communicator(const CommOptions& options)
     : rank_(options.rank), nranks_(options.nranks), options_(options) {
-  wait_policy_.spin = std::chrono::microseconds(config_int("CCL_SPIN_US"));
-  wait_policy_.yield = std::chrono::microseconds(config_int("CCL_YIELD_US"));
   int64_t chunk = config_int("CCL_CHUNKSIZE");
   if (chunk <= 0) chunk = config_int("CCL_BUFFSIZE") / 4;
   // Chunks are multiples of 64 bytes, so every chunk of every datatype starts element-aligned.
@@ -64,6 +63,7 @@ Communicator::~Communicator() = default;
 std::shared_ptr<Communicator> Communicator::create(const CommOptions& options, Store& store) {
   std::shared_ptr<Communicator> comm(new Communicator(options));
   comm->connect_peers(store);
+  comm->choose_wait_policy();
   comm->executor_ =
       std::make_unique<algo::Executor>(comm->links_, comm->wait_policy_, &comm->abort_);
   CCL_INFO(kInit, "communicator %s rank %d of %d ready", options.name.c_str(), options.rank,
@@ -109,6 +109,7 @@ void Communicator::connect_peers(Store& store) {
     if (r == rank_) continue;
     all_peers.push_back(r);
     bool same_host = ctx.peers[r].host_id == self.host_id;
+    local_ranks_ += same_host;
     (same_host && !shm_disabled ? shm_peers : tcp_peers).push_back(r);
   }
   if (options_.loopback) {
@@ -119,6 +120,25 @@ void Communicator::connect_peers(Store& store) {
     if (!tcp_peers.empty()) attach(transport::make_tcp_transport(ctx), tcp_peers);
   }
   store_barrier(store, "connected", nranks_, deadline);
+}
+
+void Communicator::choose_wait_policy() {
+  // With a core per local rank, polling a little before yielding gives the lowest latency. With
+  // more local ranks than cores, a poller only delays the peer it waits for, which needs its
+  // core: yield from the start, and longer (measured on 2 cores, 3 and 4 ranks: 8 B allreduce
+  // 78 -> 29 us, 4-32 KiB 2-4x faster, large sizes no worse). Explicit settings always win.
+  cpu_set_t cpus;
+  int cores = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+  bool oversubscribed = local_ranks_ > cores;
+  auto setting = [&](const char* name, int64_t oversubscribed_value) {
+    return std::chrono::microseconds(oversubscribed && !config_is_set(name) ? oversubscribed_value
+                                                                            : config_int(name));
+  };
+  wait_policy_.spin = setting("CCL_SPIN_US", 0);
+  wait_policy_.yield = setting("CCL_YIELD_US", 2000);
+  CCL_INFO(kInit, "rank %d: %d local rank(s) on %d core(s): spin %lld us, yield %lld us", rank_,
+           local_ranks_, cores, static_cast<long long>(wait_policy_.spin.count()),
+           static_cast<long long>(wait_policy_.yield.count()));
 }
 
 void Communicator::abort() {

@@ -64,6 +64,7 @@ class Communicator {
  private:
   Communicator(const CommOptions& options);
   void connect_peers(Store& store);
+  void choose_wait_policy();  // from CCL_SPIN_US/CCL_YIELD_US and whether ranks outnumber cores
   void check_usable(const char* what) const;
   // Runs `schedule` under the operation lock; `what` for messages.
   void execute(const algo::Schedule& schedule, const algo::ExecBuffers& buffers,
@@ -76,7 +77,9 @@ class Communicator {
   CommOptions options_;
   algo::WaitPolicy wait_policy_;
   size_t chunk_bytes_ = 0;
-  size_t recursive_doubling_max_ = 0;  // allreduce bytes up to which recursive doubling is used
+  size_t recursive_doubling_max_ = 0;
+  int local_ranks_ = 1;  // ranks on this host, this one included  // allreduce bytes up to which
+                         // recursive doubling is used
   AbortFlag abort_{false};
   std::atomic<bool> destroyed_{false};
   std::atomic<cclResult_t> async_error_{cclSuccess};

@@ -16,9 +16,11 @@ const std::vector<ConfigVar>& config_vars() {
       {"CCL_TIMEOUT", ConfigType::Int, "300",
        "seconds any single wait may take before cclTimeout (cclConfig_t.timeoutMs overrides)"},
       {"CCL_SPIN_US", ConfigType::Int, "20",
-       "microseconds a waiting rank polls before it yields the core"},
+       "microseconds a waiting rank polls before it yields the core (unset and more local ranks "
+       "than cores: 0)"},
       {"CCL_YIELD_US", ConfigType::Int, "200",
-       "microseconds a waiting rank polls with sched_yield before it sleeps"},
+       "microseconds a waiting rank polls with sched_yield before it sleeps (unset and more local "
+       "ranks than cores: 2000)"},
       // Rendezvous and launchers
       {"CCL_COMM_ID", ConfigType::String, "",
        "host:port of the rendezvous for cclCommInitFromEnv (rank 0 listens)"},
