@@ -3,7 +3,6 @@
 #include <sched.h>
 
 #include <cstring>
-#include <memory>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -32,62 +31,41 @@ std::byte* region_address(const ExecBuffers& b, const Region& r, size_t elem_siz
   return base + r.offset * elem_size;
 }
 
-class CopySink : public RecvSink {
- public:
-  explicit CopySink(std::byte* dst) : dst_(dst) {}
-  void consume(const std::byte* piece, size_t offset, size_t len) override {
-    if (dst_ + offset != piece) memcpy(dst_ + offset, piece, len);
-  }
-  std::byte* direct_destination() override { return dst_; }
-
- private:
-  std::byte* dst_;
-};
-
-// dst = src (op) incoming, piece by piece as it arrives (from shared memory: no staging copy).
-class ReduceSink : public RecvSink {
- public:
-  ReduceSink(std::byte* dst, const std::byte* src, const ExecOp& op)
-      : dst_(dst), src_(src), op_(op) {}
-  void consume(const std::byte* piece, size_t offset, size_t len) override {
-    op_.reduce(dst_ + offset, src_ + offset, piece, len / op_.elem_size);
-  }
-
- private:
-  std::byte* dst_;
-  const std::byte* src_;
-  const ExecOp& op_;
-};
-
-// Requests and sinks of one round, kept together so their addresses stay put while posted.
-struct Posted {
-  std::vector<SendRequest> sends;
-  std::vector<RecvRequest> recvs;
-  std::vector<std::unique_ptr<RecvSink>> sinks;
-  std::vector<transport::Connection*> active;
-};
-
 }  // namespace
 
+void StepSink::consume(const std::byte* piece, size_t offset, size_t len) {
+  if (src_ != nullptr) {
+    op_->reduce(dst_ + offset, src_ + offset, piece, len / op_->elem_size);
+  } else if (dst_ + offset != piece) {
+    memcpy(dst_ + offset, piece, len);
+  }
+}
+
 void Executor::run(const Schedule& schedule, const ExecBuffers& buffers, const ExecOp& op,
-                   Deadline deadline, const std::string& what) {
+                   Deadline deadline, const OpLabel& what) {
   for (const Round& round : schedule.rounds) run_round(round, buffers, op, deadline, what);
 }
 
 void Executor::run_round(const Round& round, const ExecBuffers& buffers, const ExecOp& op,
-                         Deadline deadline, const std::string& what) {
-  Posted posted;
-  size_t messages = 0;
-  for (const Step& step : round.steps)
-    messages += step.kind == StepKind::Send || step.kind == StepKind::Recv ||
-                step.kind == StepKind::RecvReduce;
-  posted.sends.reserve(messages);
-  posted.recvs.reserve(messages);
+                         Deadline deadline, const OpLabel& what) {
+  // Reused round after round (clear keeps the capacity): no allocation on the hot path. The
+  // reserve below keeps every element's address fixed while its request is posted.
+  Posted& posted = posted_;
+  posted.sends.clear();
+  posted.recvs.clear();
+  posted.sinks.clear();
+  posted.active.clear();
+  const size_t steps = round.steps.size();
+  if (posted.sends.capacity() < steps) {
+    posted.sends.reserve(steps);
+    posted.recvs.reserve(steps);
+    posted.sinks.reserve(steps);
+  }
 
   auto connection_to = [&](int peer) {
     if (peer < 0 || static_cast<size_t>(peer) >= links_.connection.size() ||
         links_.connection[peer] == nullptr) {
-      throw_error(cclInternalError, "%s: no connection to rank %d", what.c_str(), peer);
+      throw_error(cclInternalError, "%s: no connection to rank %d", what.str().c_str(), peer);
     }
     transport::Connection* c = links_.connection[peer];
     bool known = false;
@@ -120,15 +98,11 @@ void Executor::run_round(const Round& round, const ExecBuffers& buffers, const E
       case StepKind::Recv:
       case StepKind::RecvReduce: {
         std::byte* dst = region_address(buffers, step.dst, es);
-        if (step.kind == StepKind::Recv) {
-          posted.sinks.push_back(std::make_unique<CopySink>(dst));
-        } else {
-          posted.sinks.push_back(
-              std::make_unique<ReduceSink>(dst, region_address(buffers, step.src, es), op));
-        }
+        const std::byte* src =
+            step.kind == StepKind::RecvReduce ? region_address(buffers, step.src, es) : nullptr;
         RecvRequest& req = posted.recvs.emplace_back();
         req.bytes = step.dst.count * es;
-        req.sink = posted.sinks.back().get();
+        req.sink = &posted.sinks.emplace_back(dst, src, &op);
         connection_to(step.peer)->post_recv(&req);
         break;
       }
@@ -158,10 +132,10 @@ void Executor::run_round(const Round& round, const ExecBuffers& buffers, const E
   }
 }
 
-void Executor::wait_for_progress(Deadline deadline, const std::string& what,
+void Executor::wait_for_progress(Deadline deadline, const OpLabel& what,
                                  Clock::time_point idle_since) {
   if (abort_ != nullptr && abort_->load(std::memory_order_relaxed)) {
-    throw_error(cclRemoteError, "%s: communicator aborted", what.c_str());
+    throw_error(cclRemoteError, "%s: communicator aborted", what.str().c_str());
   }
   auto now = Clock::now();
   if (now >= deadline.at()) {
@@ -172,7 +146,8 @@ void Executor::wait_for_progress(Deadline deadline, const std::string& what,
       if (!pending.empty()) pending += ',';
       pending += std::to_string(peer);
     }
-    throw_error(cclTimeout, "%s: timed out waiting for rank(s) %s", what.c_str(), pending.c_str());
+    throw_error(cclTimeout, "%s: timed out waiting for rank(s) %s", what.str().c_str(),
+                pending.c_str());
   }
   auto idle = now - idle_since;
   if (idle < policy_.spin) {

@@ -43,23 +43,54 @@ struct PeerLinks {
   std::vector<transport::Transport*> transport;
 };
 
+// Names the operation in error messages ("allreduce #12"); formatted only when one is thrown.
+struct OpLabel {
+  const char* name = "";
+  uint64_t sequence = 0;
+  std::string str() const { return std::string(name) + " #" + std::to_string(sequence); }
+};
+
+// Where one receive goes: a plain copy into dst, or dst = src (op) incoming, piece by piece as it
+// arrives (from shared memory the reduction reads the peer's data where it lies).
+class StepSink : public transport::RecvSink {
+ public:
+  StepSink(std::byte* dst, const std::byte* src, const ExecOp* op)
+      : dst_(dst), src_(src), op_(op) {}
+  void consume(const std::byte* piece, size_t offset, size_t len) override;
+  std::byte* direct_destination() override { return src_ == nullptr ? dst_ : nullptr; }
+
+ private:
+  std::byte* dst_;
+  const std::byte* src_;  // nullptr: plain copy
+  const ExecOp* op_;
+};
+
 class Executor {
  public:
   Executor(PeerLinks links, WaitPolicy policy, const AbortFlag* abort)
       : links_(std::move(links)), policy_(policy), abort_(abort) {}
 
-  // Runs the schedule to completion. `what` names the operation in error messages
-  // ("allreduce #12"). Throws Timeout at the deadline, RemoteError on abort or a failed peer.
+  // Runs the schedule to completion. Throws Timeout at the deadline, RemoteError on abort or a
+  // failed peer, naming the operation by `what`.
   void run(const Schedule& schedule, const ExecBuffers& buffers, const ExecOp& op,
-           Deadline deadline, const std::string& what);
+           Deadline deadline, const OpLabel& what);
 
  private:
   void run_round(const Round& round, const ExecBuffers& buffers, const ExecOp& op,
-                 Deadline deadline, const std::string& what);
-  void wait_for_progress(Deadline deadline, const std::string& what, Clock::time_point idle_since);
+                 Deadline deadline, const OpLabel& what);
+  void wait_for_progress(Deadline deadline, const OpLabel& what, Clock::time_point idle_since);
+
+  // Requests and sinks of the current round (see run_round).
+  struct Posted {
+    std::vector<transport::SendRequest> sends;
+    std::vector<transport::RecvRequest> recvs;
+    std::vector<StepSink> sinks;
+    std::vector<transport::Connection*> active;
+  };
 
   PeerLinks links_;
   WaitPolicy policy_;
+  Posted posted_;
   const AbortFlag* abort_;
 };
 

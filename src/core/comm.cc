@@ -204,9 +204,8 @@ void* Communicator::scratch(size_t bytes) {
 
 void Communicator::execute(const algo::Schedule& schedule, const algo::ExecBuffers& buffers,
                            const algo::ExecOp& op, const char* what) {
-  char name[64];
-  snprintf(name, sizeof(name), "%s #%llu", what, static_cast<unsigned long long>(sequence_));
-  CCL_TRACE(kColl, "%s: %zu rounds", name, schedule.rounds.size());
+  algo::OpLabel name{what, sequence_};
+  CCL_TRACE(kColl, "%s: %zu rounds", name.str().c_str(), schedule.rounds.size());
   try {
     executor_->run(schedule, buffers, op, Deadline::after(options_.timeout), name);
   } catch (const Error& e) {
