@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "ccl/ccl.h"
+
 namespace ccl::perf {
 
 struct FloatFormat {
@@ -19,6 +21,22 @@ inline constexpr FloatFormat kHalf{5, 10, true};
 inline constexpr FloatFormat kBfloat16{8, 7, true};
 inline constexpr FloatFormat kFp8E4M3{4, 3, false};
 inline constexpr FloatFormat kFp8E5M2{5, 2, true};
+
+// The format of a 16- or 8-bit float type; nullptr for every other type.
+inline const FloatFormat* small_float_format(cclDataType_t type) {
+  switch (type) {
+    case cclFloat16:
+      return &kHalf;
+    case cclBfloat16:
+      return &kBfloat16;
+    case cclFloat8e4m3:
+      return &kFp8E4M3;
+    case cclFloat8e5m2:
+      return &kFp8E5M2;
+    default:
+      return nullptr;
+  }
+}
 
 // Round v to the nearest value of fmt (ties to even) and return its bit pattern. Overflow gives
 // inf (IEEE-style) or the largest finite value (E4M3); NaN gives a quiet NaN.

@@ -19,21 +19,6 @@ uint64_t mix(int rank, size_t index, uint64_t seed) {
   return h;
 }
 
-const FloatFormat* small_float(cclDataType_t type) {
-  switch (type) {
-    case cclFloat16:
-      return &kHalf;
-    case cclBfloat16:
-      return &kBfloat16;
-    case cclFloat8e4m3:
-      return &kFp8E4M3;
-    case cclFloat8e5m2:
-      return &kFp8E5M2;
-    default:
-      return nullptr;
-  }
-}
-
 // The inputs of one check, with everything that does not depend on the element computed once.
 class InputGen {
  public:
@@ -106,7 +91,7 @@ class Writer {
  public:
   // `tables`: worth it for whole buffers, not for one element.
   explicit Writer(cclDataType_t type, int64_t den = 1, bool tables = true)
-      : type_(type), size_(type_info(type).size), fmt_(small_float(type)), den_(den) {
+      : type_(type), size_(type_info(type).size), fmt_(small_float_format(type)), den_(den) {
     if (!fmt_ || !tables) return;
     ints_.resize(2 * kRange + 1);
     ratios_.resize(2 * kRange + 1);
@@ -252,7 +237,7 @@ int64_t count_wrong(const void* got, const void* expected, size_t count, cclData
   if (std::memcmp(got, expected, count * size) == 0) return 0;
   const auto* a = static_cast<const unsigned char*>(got);
   const auto* b = static_cast<const unsigned char*>(expected);
-  const FloatFormat* small = small_float(type);
+  const FloatFormat* small = small_float_format(type);
   int64_t wrong = 0;
   for (size_t i = 0; i < count; ++i) {
     const unsigned char* x = a + i * size;

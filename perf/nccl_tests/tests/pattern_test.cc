@@ -13,21 +13,6 @@
 namespace ccl::perf {
 namespace {
 
-const FloatFormat* small_format(cclDataType_t t) {
-  switch (t) {
-    case cclFloat16:
-      return &kHalf;
-    case cclBfloat16:
-      return &kBfloat16;
-    case cclFloat8e4m3:
-      return &kFp8E4M3;
-    case cclFloat8e5m2:
-      return &kFp8E5M2;
-    default:
-      return nullptr;
-  }
-}
-
 // A model of the library's kernels (src/algorithms/reduce/reduce.h): integers in their own type,
 // float and double natively, 16- and 8-bit floats in float rounded back after every step, and
 // avg as a sum followed by a division by nranks. Values travel as doubles/int64 in between.
@@ -36,7 +21,7 @@ struct Model {
   size_t size() const { return type_info(type).size; }
 
   double load_float(const unsigned char* p) const {
-    if (const FloatFormat* f = small_format(type)) {
+    if (const FloatFormat* f = small_float_format(type)) {
       uint32_t bits = 0;
       std::memcpy(&bits, p, size());
       return decode_float(bits, *f);
@@ -51,7 +36,7 @@ struct Model {
     return v;
   }
   void store_float(unsigned char* p, double v) const {  // v already computed in the kernel type
-    if (const FloatFormat* f = small_format(type)) {
+    if (const FloatFormat* f = small_float_format(type)) {
       const uint32_t bits = encode_float(static_cast<float>(v), *f);
       std::memcpy(p, &bits, size());
     } else if (type == cclFloat32) {
