@@ -16,12 +16,14 @@ cclStream* checked_stream(cclStream* stream, const char* function) {
   return stream;
 }
 
-// Runs `op(communicator)` now, or queues it on `stream` holding a reference to the communicator.
-template <class Op>
-cclResult_t submit(cclComm* handle, cclStream* stream, const char* function, Op op) {
+// Checks the communicator, the stream and the call's own arguments (`validate`) in one pass, then
+// runs `op(communicator)` now, or queues it on `stream` holding a reference to the communicator.
+template <class Validate, class Op>
+cclResult_t submit(cclComm* handle, cclStream* stream, const char* function, Validate validate,
+                   Op op) {
   std::shared_ptr<Communicator> comm;
   cclResult_t checked = guarded(handle, function, [&] {
-    checked_comm(handle, function);
+    validate(checked_comm(handle, function));
     checked_stream(stream, function);
     comm = handle->impl;
   });
@@ -44,37 +46,36 @@ extern "C" {
 cclResult_t cclAllReduce(const void* sendbuff, void* recvbuff, size_t count, cclDataType_t datatype,
                          cclRedOp_t op, cclComm_t comm, cclStream_t stream) {
   const char* fn = "cclAllReduce";
-  cclResult_t bad = guarded(comm, fn, [&] {
-    checked_comm(comm, fn);
-    check_datatype(datatype, fn);
-    check_op(op, fn);
-    check_count(count, datatype, fn);
-    check_buffer(sendbuff, "sendbuff", count, fn);
-    check_buffer(recvbuff, "recvbuff", count, fn);
-  });
-  if (bad != cclSuccess) return bad;
-  return submit(comm, stream, fn,
-                [=](Communicator& c) { c.all_reduce(sendbuff, recvbuff, count, datatype, op); });
+  return submit(
+      comm, stream, fn,
+      [&](Communicator&) {
+        check_datatype(datatype, fn);
+        check_op(op, fn);
+        check_count(count, datatype, fn);
+        check_buffer(sendbuff, "sendbuff", count, fn);
+        check_buffer(recvbuff, "recvbuff", count, fn);
+      },
+      [=](Communicator& c) { c.all_reduce(sendbuff, recvbuff, count, datatype, op); });
 }
 
 cclResult_t cclBroadcast(const void* sendbuff, void* recvbuff, size_t count, cclDataType_t datatype,
                          int root, cclComm_t comm, cclStream_t stream) {
   const char* fn = "cclBroadcast";
-  cclResult_t bad = guarded(comm, fn, [&] {
-    Communicator& c = checked_comm(comm, fn);
-    check_datatype(datatype, fn);
-    check_count(count, datatype, fn);
-    check_rank(root, c.nranks(), "root", fn);
-    if (c.rank() == root) check_buffer(sendbuff, "sendbuff", count, fn);
-    check_buffer(recvbuff, "recvbuff", count, fn);
-  });
-  if (bad != cclSuccess) return bad;
-  return submit(comm, stream, fn,
-                [=](Communicator& c) { c.broadcast(sendbuff, recvbuff, count, datatype, root); });
+  return submit(
+      comm, stream, fn,
+      [&](Communicator& c) {
+        check_datatype(datatype, fn);
+        check_count(count, datatype, fn);
+        check_rank(root, c.nranks(), "root", fn);
+        if (c.rank() == root) check_buffer(sendbuff, "sendbuff", count, fn);
+        check_buffer(recvbuff, "recvbuff", count, fn);
+      },
+      [=](Communicator& c) { c.broadcast(sendbuff, recvbuff, count, datatype, root); });
 }
 
 cclResult_t cclBarrier(cclComm_t comm, cclStream_t stream) {
-  return submit(comm, stream, "cclBarrier", [](Communicator& c) { c.barrier(); });
+  return submit(
+      comm, stream, "cclBarrier", [](Communicator&) {}, [](Communicator& c) { c.barrier(); });
 }
 
 // Implemented by the collective-set issue; until then they say so.
