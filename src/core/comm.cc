@@ -202,8 +202,10 @@ void* Communicator::scratch(size_t bytes) {
   return scratch_.data();
 }
 
-void Communicator::execute(const algo::Schedule& schedule, const algo::ExecBuffers& buffers,
+void Communicator::execute(const algo::Schedule& schedule, const void* input, void* output,
                            const algo::ExecOp& op, const char* what) {
+  // Every schedule gets the scratch it asks for, whatever the collective.
+  algo::ExecBuffers buffers{input, output, scratch(schedule.scratch_elems * op.elem_size)};
   algo::OpLabel name{what, sequence_};
   CCL_TRACE(kColl, "%s: %zu rounds", name.str().c_str(), schedule.rounds.size());
   try {
@@ -227,9 +229,7 @@ void Communicator::all_reduce(const void* sendbuff, void* recvbuff, size_t count
     exec.divide = reduce::divide_kernel(type);
     exec.divisor = static_cast<uint64_t>(nranks_);
   }
-  const algo::Schedule& schedule = cached(kAllReduce, count, -1, exec.elem_size);
-  execute(schedule, {sendbuff, recvbuff, scratch(schedule.scratch_elems * exec.elem_size)}, exec,
-          "allreduce");
+  execute(cached(kAllReduce, count, -1, exec.elem_size), sendbuff, recvbuff, exec, "allreduce");
 }
 
 void Communicator::broadcast(const void* sendbuff, void* recvbuff, size_t count, cclDataType_t type,
@@ -240,8 +240,7 @@ void Communicator::broadcast(const void* sendbuff, void* recvbuff, size_t count,
   if (count == 0) return;
   algo::ExecOp exec;
   exec.elem_size = reduce::datatype_size(type);
-  execute(cached(kBroadcast, count, root, exec.elem_size), {sendbuff, recvbuff, nullptr}, exec,
-          "broadcast");
+  execute(cached(kBroadcast, count, root, exec.elem_size), sendbuff, recvbuff, exec, "broadcast");
 }
 
 void Communicator::barrier() {
@@ -250,7 +249,7 @@ void Communicator::barrier() {
   ++sequence_;
   algo::ExecOp exec;
   exec.elem_size = 1;
-  execute(cached(kBarrier, 0, -1, 1), {nullptr, nullptr, nullptr}, exec, "barrier");
+  execute(cached(kBarrier, 0, -1, 1), nullptr, nullptr, exec, "barrier");
 }
 
 }  // namespace ccl

@@ -66,8 +66,8 @@ class Communicator {
   void connect_peers(Store& store);
   void choose_wait_policy();  // from CCL_SPIN_US/CCL_YIELD_US and whether ranks outnumber cores
   void check_usable(const char* what) const;
-  // Runs `schedule` under the operation lock; `what` for messages.
-  void execute(const algo::Schedule& schedule, const algo::ExecBuffers& buffers,
+  // Runs `schedule` with the scratch it asks for (the caller holds op_mutex_); `what` names it.
+  void execute(const algo::Schedule& schedule, const void* input, void* output,
                const algo::ExecOp& op, const char* what);
   const algo::Schedule& cached(int kind, size_t count, int root, size_t elem_size);
   void* scratch(size_t bytes);  // executor scratch of at least `bytes`
