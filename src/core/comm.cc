@@ -66,6 +66,15 @@ std::shared_ptr<Communicator> Communicator::create(const CommOptions& options, S
   comm->choose_wait_policy();
   comm->executor_ =
       std::make_unique<algo::Executor>(comm->links_, comm->wait_policy_, &comm->abort_);
+  for (auto& t : comm->transports_) {
+    if (transport::SharedWindow* window = t->shared_window()) {
+      comm->direct_ = std::make_unique<algo::DirectCollectives>(
+          window, comm->wait_policy_, &comm->abort_,
+          static_cast<size_t>(config_int("CCL_SHM_ONESHOT_MAX")));
+      CCL_INFO(kInit, "rank %d: direct collectives over the %s window up to %zu bytes",
+               options.rank, t->name(), window->capacity());
+    }
+  }
   CCL_INFO(kInit, "communicator %s rank %d of %d ready", options.name.c_str(), options.rank,
            options.nranks);
   return comm;
@@ -202,18 +211,25 @@ void* Communicator::scratch(size_t bytes) {
   return scratch_.data();
 }
 
-void Communicator::execute(const algo::Schedule& schedule, const void* input, void* output,
-                           const algo::ExecOp& op, const char* what) {
-  // Every schedule gets the scratch it asks for, whatever the collective.
-  algo::ExecBuffers buffers{input, output, scratch(schedule.scratch_elems * op.elem_size)};
+template <typename Body>
+void Communicator::run_op(const char* what, Body&& body) {
   algo::OpLabel name{what, sequence_};
-  CCL_TRACE(kColl, "%s: %zu rounds", name.str().c_str(), schedule.rounds.size());
   try {
-    executor_->run(schedule, buffers, op, Deadline::after(options_.timeout), name);
+    body(Deadline::after(options_.timeout), name);
   } catch (const Error& e) {
     record_failure(e.code());
     throw;
   }
+}
+
+void Communicator::execute(const algo::Schedule& schedule, const void* input, void* output,
+                           const algo::ExecOp& op, const char* what) {
+  // Every schedule gets the scratch it asks for, whatever the collective.
+  algo::ExecBuffers buffers{input, output, scratch(schedule.scratch_elems * op.elem_size)};
+  run_op(what, [&](Deadline deadline, const algo::OpLabel& name) {
+    CCL_TRACE(kColl, "%s: %zu rounds", name.str().c_str(), schedule.rounds.size());
+    executor_->run(schedule, buffers, op, deadline, name);
+  });
 }
 
 void Communicator::all_reduce(const void* sendbuff, void* recvbuff, size_t count,
@@ -229,6 +245,11 @@ void Communicator::all_reduce(const void* sendbuff, void* recvbuff, size_t count
     exec.divide = reduce::divide_kernel(type);
     exec.divisor = static_cast<uint64_t>(nranks_);
   }
+  if (direct_fits(count * exec.elem_size)) {
+    return run_op("allreduce", [&](Deadline deadline, const algo::OpLabel& name) {
+      direct_->all_reduce(sendbuff, recvbuff, count, exec, deadline, name);
+    });
+  }
   execute(cached(kAllReduce, count, -1, exec.elem_size), sendbuff, recvbuff, exec, "allreduce");
 }
 
@@ -240,6 +261,11 @@ void Communicator::broadcast(const void* sendbuff, void* recvbuff, size_t count,
   if (count == 0) return;
   algo::ExecOp exec;
   exec.elem_size = reduce::datatype_size(type);
+  if (direct_fits(count * exec.elem_size)) {
+    return run_op("broadcast", [&](Deadline deadline, const algo::OpLabel& name) {
+      direct_->broadcast(sendbuff, recvbuff, count * exec.elem_size, root, deadline, name);
+    });
+  }
   execute(cached(kBroadcast, count, root, exec.elem_size), sendbuff, recvbuff, exec, "broadcast");
 }
 
@@ -247,6 +273,11 @@ void Communicator::barrier() {
   std::lock_guard<std::mutex> lock(op_mutex_);
   check_usable("cclBarrier");
   ++sequence_;
+  if (direct_) {
+    return run_op("barrier", [&](Deadline deadline, const algo::OpLabel& name) {
+      direct_->barrier(deadline, name);
+    });
+  }
   algo::ExecOp exec;
   exec.elem_size = 1;
   execute(cached(kBarrier, 0, -1, 1), nullptr, nullptr, exec, "barrier");

@@ -10,6 +10,7 @@
 #include <tuple>
 #include <vector>
 
+#include "algorithms/direct.h"
 #include "algorithms/executor.h"
 #include "algorithms/schedule.h"
 #include "ccl/ccl.h"
@@ -69,6 +70,11 @@ class Communicator {
   // Runs `schedule` with the scratch it asks for (the caller holds op_mutex_); `what` names it.
   void execute(const algo::Schedule& schedule, const void* input, void* output,
                const algo::ExecOp& op, const char* what);
+  // Runs `body(deadline, label)` as operation `what`, recording its failure.
+  template <typename Body>
+  void run_op(const char* what, Body&& body);
+  // The direct (shared-window) path takes this operation of `bytes`.
+  bool direct_fits(size_t bytes) const { return direct_ && bytes <= direct_->max_bytes(); }
   const algo::Schedule& cached(int kind, size_t count, int root, size_t elem_size);
   void* scratch(size_t bytes);  // executor scratch of at least `bytes`
 
@@ -88,7 +94,8 @@ class Communicator {
   std::vector<std::unique_ptr<transport::Transport>> transports_;
   algo::PeerLinks links_;
   std::unique_ptr<algo::Executor> executor_;
-  std::mutex op_mutex_;  // one operation at a time on a communicator
+  std::unique_ptr<algo::DirectCollectives> direct_;  // when every rank shares memory
+  std::mutex op_mutex_;                              // one operation at a time on a communicator
   std::map<std::tuple<int, size_t, int, size_t>, algo::Schedule> schedules_;
   std::vector<std::byte> scratch_;
   std::mutex error_mutex_;

@@ -39,6 +39,12 @@ const std::vector<ConfigVar>& config_vars() {
       {"CCL_SHM_DISABLE", ConfigType::Bool, "0",
        "1: never use shared memory between ranks (tcp instead)"},
       {"CCL_SHM_SLOTS", ConfigType::Int, "8", "slots in each shared-memory channel ring"},
+      {"CCL_SHM_WINDOW", ConfigType::Bytes, "1M",
+       "bytes of each rank's shared-memory mailbox; collectives up to this size read their peers' "
+       "data in place (0: never)"},
+      {"CCL_SHM_ONESHOT_MAX", ConfigType::Bytes, "16K",
+       "direct allreduce up to this size: every rank reduces everything (one-shot); above it, "
+       "each reduces its share and gathers the rest (two-shot)"},
       {"CCL_BUFFSIZE", ConfigType::Bytes, "4M",
        "bytes of buffering per connection and direction (shm ring, chunk size)"},
       {"CCL_SOCKET_IFNAME", ConfigType::String, "",

@@ -35,19 +35,26 @@ cclResult_t cclStream::query() {
 }
 
 void cclStream::worker_loop() {
+  // The worker takes everything queued in one go and runs it without the lock: a caller that
+  // queues many small operations does not contend for the mutex once per operation.
+  std::deque<std::function<cclResult_t()>> batch;
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
     work_ready_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
     if (queue_.empty()) return;  // stopping and drained
-    auto work = std::move(queue_.front());
-    queue_.pop_front();
-    ++running_;
+    batch.swap(queue_);
+    running_ = batch.size();
     lock.unlock();
-    // Work items are guarded API bodies: they return a result and never throw.
-    cclResult_t result = work();
+    cclResult_t first = cclSuccess;
+    for (auto& work : batch) {
+      // Work items are guarded API bodies: they return a result and never throw.
+      cclResult_t result = work();
+      if (result != cclSuccess && first == cclSuccess) first = result;
+    }
+    batch.clear();
     lock.lock();
-    --running_;
-    if (result != cclSuccess && first_error_ == cclSuccess) first_error_ = result;
-    if (queue_.empty() && running_ == 0) idle_.notify_all();
+    running_ = 0;
+    if (first != cclSuccess && first_error_ == cclSuccess) first_error_ = first;
+    if (queue_.empty()) idle_.notify_all();
   }
 }

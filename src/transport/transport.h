@@ -105,10 +105,16 @@ struct MemoryRegistration {
   uint64_t handle = 0;
 };
 
+class SharedWindow;
+
 class Transport {
  public:
   virtual ~Transport() = default;
   virtual const char* name() const = 0;
+
+  // The shared window over every rank of the communicator, when this transport connected all of
+  // them and its medium is shared memory (shared_window.h); else nullptr. Valid after connect().
+  virtual SharedWindow* shared_window() { return nullptr; }
 
   // Collective over the ranks in `peers` (each listed rank calls it with this rank listed):
   // creates one connection per listed peer, exchanging details through ctx.store. The transport

@@ -4,11 +4,15 @@
 //   0      SegmentHeader (one cache line)
 //   64     Doorbell: the futex sequence word and the waiter count, each on its own cache line
 //   192    the channel table: the sending rank of each inbound channel (int32 each)
+//   then, kPage aligned, the shared window (only when window_bytes > 0; shared_window.h):
+//     +0    two MailboxLines (parity 0 and 1): the flag and the inline bytes
+//     +4096 two bulk areas of window_bytes each (rounded up to 4 KiB), parity 0 then 1
 //   then, kPage aligned, one Channel per sending peer, `channel_stride` bytes apart:
 //     +0    head: slots the producer has published (only the producer writes it)
 //     +64   tail: slots the consumer has released (only the consumer writes it)
 //     +128  K slots of (SlotHeader: 64 bytes, then S data bytes); S is a multiple of 64, so
 //           every slot's data is 64-byte aligned and a slot is a kPieceAlign-respecting piece.
+// Peers map everything before the channels, so they read the window where it lies.
 // Counters are monotonic slot counts (2^64 slots never wrap); counter c lives in slot c % K.
 // The producer may write slot `head` only while head - tail < K, then publishes it by storing
 // head + 1 (release); the consumer reads slots [tail, head) and frees them by storing tail
@@ -22,7 +26,7 @@
 namespace ccl::transport::shm {
 
 inline constexpr uint64_t kSegmentMagic = 0x63636c2d73686d31ull;  // "ccl-shm1"
-inline constexpr uint32_t kLayoutVersion = 1;
+inline constexpr uint32_t kLayoutVersion = 2;
 inline constexpr size_t kCacheLine = 64;
 // Channels start at multiples of this, so a peer can map just its channel (64 KiB: a multiple
 // of every page size Linux uses, 4 KiB to 64 KiB).
@@ -42,6 +46,7 @@ struct alignas(kCacheLine) SegmentHeader {
   uint64_t channels_offset;
   int32_t owner_rank;
   int32_t owner_pid;
+  uint64_t window_bytes;  // bulk bytes per mailbox; 0: no window
 };
 
 // The futex word a rank sleeps on while it waits for any of its connections, and the count of
@@ -68,7 +73,16 @@ struct alignas(kCacheLine) SlotHeader {
   uint64_t length;            // of this piece (<= S; only the message's last piece is shorter)
 };
 
+// One mailbox's flag, with the few bytes of a tiny message in the same cache line: a reader
+// that sees the flag has the data too, one line transfer for the whole exchange.
+struct alignas(kCacheLine) MailboxLine {
+  std::atomic<uint64_t> flag;
+  uint64_t reserved;
+  std::byte inline_data[48];
+};
+
 static_assert(sizeof(SegmentHeader) == kCacheLine);
+static_assert(sizeof(MailboxLine) == kCacheLine);
 static_assert(sizeof(Doorbell) == 2 * kCacheLine);
 static_assert(sizeof(ChannelControl) == 2 * kCacheLine);
 static_assert(sizeof(SlotHeader) == kCacheLine);
@@ -85,14 +99,22 @@ struct SegmentGeometry {
   size_t slots = 0;
   size_t slot_bytes = 0;
   size_t channels = 0;
+  size_t window_bytes = 0;
+
+  static constexpr size_t kWindowBulkOffset = 4096;
+  size_t window_offset() const {
+    return round_up(kChannelTableOffset + channels * sizeof(int32_t), kPage);
+  }
+  size_t window_bulk_stride() const { return round_up(window_bytes, 4096); }
+  size_t window_total() const {
+    return window_bytes == 0 ? 0 : kWindowBulkOffset + 2 * window_bulk_stride();
+  }
 
   size_t slot_stride() const { return sizeof(SlotHeader) + slot_bytes; }
   size_t channel_stride() const {
     return round_up(sizeof(ChannelControl) + slots * slot_stride(), kPage);
   }
-  size_t channels_offset() const {
-    return round_up(kChannelTableOffset + channels * sizeof(int32_t), kPage);
-  }
+  size_t channels_offset() const { return round_up(window_offset() + window_total(), kPage); }
   size_t total_bytes() const { return channels_offset() + channels * channel_stride(); }
 };
 

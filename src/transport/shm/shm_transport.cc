@@ -19,6 +19,7 @@
 #include "transport/shm/shm_connection.h"
 #include "transport/shm/shm_layout.h"
 #include "transport/shm/shm_segment.h"
+#include "transport/shm/shm_window.h"
 
 namespace ccl::transport {
 
@@ -31,20 +32,26 @@ using shm::SegmentHeader;
 using shm::ShmConnection;
 using shm::ShmSegment;
 
+// Far more than any sensible setting; bounds what a peer's description can make us map.
+constexpr size_t kMaxWindowBytes = size_t{1} << 30;
+
 // What a rank publishes about its segment under "<tag>/shm/ready/<rank>" (text, for debugging).
 struct SegmentInfo {
   int pid = 0;
   std::string name;
   size_t slots = 0;
   size_t slot_bytes = 0;
+  size_t window_bytes = 0;
   std::vector<int> channel_ranks;  // the sender of each inbound channel, in channel order
 
-  SegmentGeometry geometry() const { return {slots, slot_bytes, channel_ranks.size()}; }
+  SegmentGeometry geometry() const {
+    return {slots, slot_bytes, channel_ranks.size(), window_bytes};
+  }
 
   std::string encode() const {
     std::ostringstream out;
     out << "v" << shm::kLayoutVersion << " " << pid << " " << name << " " << slots << " "
-        << slot_bytes << " " << channel_ranks.size();
+        << slot_bytes << " " << window_bytes << " " << channel_ranks.size();
     for (int r : channel_ranks) out << " " << r;
     return out.str();
   }
@@ -54,10 +61,12 @@ struct SegmentInfo {
     SegmentInfo info;
     std::string version;
     size_t count = 0;
-    in >> version >> info.pid >> info.name >> info.slots >> info.slot_bytes >> count;
+    in >> version >> info.pid >> info.name >> info.slots >> info.slot_bytes >> info.window_bytes >>
+        count;
     bool ok = !in.fail() && version == "v" + std::to_string(shm::kLayoutVersion) &&
               info.slots >= 1 && info.slot_bytes >= kPieceAlign &&
-              info.slot_bytes % kPieceAlign == 0 && count < (1u << 20);
+              info.window_bytes <= kMaxWindowBytes && info.slot_bytes % kPieceAlign == 0 &&
+              count < (1u << 20);
     for (size_t i = 0; ok && i < count; ++i) {
       int r = -1;
       in >> r;
@@ -88,6 +97,10 @@ void validate(const ShmOptions& options) {
                 "/ CCL_SHM_SLOTS too small?)",
                 kPieceAlign, options.slot_bytes);
   }
+  if (options.window_bytes > kMaxWindowBytes) {
+    throw_error(cclInvalidUsage, "shm: CCL_SHM_WINDOW must be at most %zu bytes, got %zu",
+                kMaxWindowBytes, options.window_bytes);
+  }
 }
 
 class ShmTransport final : public Transport {
@@ -100,12 +113,14 @@ class ShmTransport final : public Transport {
   ~ShmTransport() override {
     // Connections point into the mappings: drop them first (members would do it in reverse
     // declaration order anyway; this keeps the dependency explicit).
+    window_.reset();
     connections_.clear();
   }
 
   const char* name() const override { return "shm"; }
 
   std::vector<Connection*> connect(const SetupContext& ctx, std::span<const int> peers) override;
+  SharedWindow* shared_window() override { return window_.get(); }
   void wait(std::chrono::microseconds timeout) override;
   void interrupt() override {
     interrupt_pending_.store(true, std::memory_order_seq_cst);
@@ -119,6 +134,8 @@ class ShmTransport final : public Transport {
   void check_peers(const SetupContext& ctx, std::span<const int> peers) const;
   void setup(const SetupContext& ctx, std::span<const int> peers,
              std::vector<SegmentInfo>& peer_info);
+  void make_window(const SegmentGeometry& own_geometry, std::span<const int> peers,
+                   const std::vector<SegmentInfo>& peer_info);
   void cleanup_failed_setup(const SetupContext& ctx, std::span<const int> peers,
                             const std::vector<SegmentInfo>& peer_info);
   bool any_ready() const;
@@ -132,6 +149,7 @@ class ShmTransport final : public Transport {
   ShmSegment own_;
   std::vector<ShmSegment> peer_segments_;
   std::vector<std::unique_ptr<ShmConnection>> connections_;
+  std::unique_ptr<shm::ShmWindow> window_;
 
   // Before connect(), wait() and interrupt() use a private doorbell; afterwards the segment's.
   Doorbell private_bell_{};
@@ -188,6 +206,9 @@ void ShmTransport::setup(const SetupContext& ctx, std::span<const int> peers,
   mine.slots = options_.slots;
   mine.slot_bytes = options_.slot_bytes;
   mine.channel_ranks.assign(peers.begin(), peers.end());
+  // Only a transport that joins every rank can offer the window.
+  bool all_ranks = static_cast<int>(peers.size()) == ctx.nranks - 1;
+  mine.window_bytes = all_ranks ? options_.window_bytes : 0;
   SegmentGeometry geometry = mine.geometry();
   own_ = ShmSegment::create(mine.name, geometry.total_bytes());
   std::byte* base = own_.base();
@@ -201,6 +222,12 @@ void ShmTransport::setup(const SetupContext& ctx, std::span<const int> peers,
   header->channels_offset = geometry.channels_offset();
   header->owner_rank = rank_;
   header->owner_pid = mine.pid;
+  header->window_bytes = geometry.window_bytes;
+  if (geometry.window_bytes > 0) {
+    auto* lines = reinterpret_cast<shm::MailboxLine*>(base + geometry.window_offset());
+    new (&lines[0]) shm::MailboxLine{};
+    new (&lines[1]) shm::MailboxLine{};
+  }
   auto* bell = new (base + shm::kDoorbellOffset) Doorbell{};
   auto* table = reinterpret_cast<int32_t*>(base + shm::kChannelTableOffset);
   for (size_t i = 0; i < peers.size(); ++i) {
@@ -234,7 +261,7 @@ void ShmTransport::setup(const SetupContext& ctx, std::span<const int> peers,
     const auto* h = reinterpret_cast<const SegmentHeader*>(windows[0].base());
     if (h->magic != shm::kSegmentMagic || h->version != shm::kLayoutVersion || h->owner_rank != p ||
         h->slots != g.slots || h->slot_bytes != g.slot_bytes || h->channels != g.channels ||
-        h->channel_stride != g.channel_stride()) {
+        h->channel_stride != g.channel_stride() || h->window_bytes != g.window_bytes) {
       throw_error(cclRemoteError, "shm: segment %s of rank %d does not match its description",
                   info.name.c_str(), p);
     }
@@ -261,8 +288,29 @@ void ShmTransport::setup(const SetupContext& ctx, std::span<const int> peers,
     peer_segments_.push_back(std::move(m.header));
     peer_segments_.push_back(std::move(m.channel));
   }
+  make_window(geometry, peers, peer_info);
   bell_.store(bell, std::memory_order_release);
   // An interrupt() that rang the private doorbell meanwhile stays pending in the flag.
+}
+
+void ShmTransport::make_window(const SegmentGeometry& own_geometry, std::span<const int> peers,
+                               const std::vector<SegmentInfo>& peer_info) {
+  size_t capacity = own_geometry.window_bytes;
+  for (const SegmentInfo& info : peer_info) capacity = std::min(capacity, info.window_bytes);
+  // Every rank sees the same descriptions, so every rank decides the same way.
+  if (capacity == 0) return;
+  std::vector<shm::WindowView> views(peers.size() + 1);
+  views[rank_] = {own_.base() + own_geometry.window_offset(), own_geometry.window_bulk_stride(),
+                  reinterpret_cast<Doorbell*>(own_.base() + shm::kDoorbellOffset), nullptr};
+  for (size_t i = 0; i < peers.size(); ++i) {
+    SegmentGeometry g = peer_info[i].geometry();
+    std::byte* header = peer_segments_[2 * i].base();  // the peer's [0, channels_offset) window
+    views[peers[i]] = {header + g.window_offset(), g.window_bulk_stride(),
+                       reinterpret_cast<Doorbell*>(header + shm::kDoorbellOffset),
+                       &connections_[i]->liveness()};
+  }
+  window_ =
+      std::make_unique<shm::ShmWindow>(rank_, std::move(views), capacity, &interrupt_pending_);
 }
 
 void ShmTransport::cleanup_failed_setup(const SetupContext& ctx, std::span<const int> peers,
@@ -338,6 +386,12 @@ ShmOptions shm_options_from_config() {
   ShmOptions options;
   options.slots = static_cast<size_t>(slots);
   options.slot_bytes = static_cast<size_t>(buffer) / options.slots / kPieceAlign * kPieceAlign;
+  int64_t window = config_int("CCL_SHM_WINDOW");
+  if (window < 0) {
+    throw_error(cclInvalidUsage, "CCL_SHM_WINDOW must not be negative, got %lld",
+                static_cast<long long>(window));
+  }
+  options.window_bytes = static_cast<size_t>(window);
   validate(options);
   return options;
 }

@@ -23,6 +23,9 @@ namespace ccl::transport {
 struct ShmOptions {
   size_t slots = 8;                // K slots per ring (CCL_SHM_SLOTS)
   size_t slot_bytes = 512 * 1024;  // S bytes per slot, a multiple of kPieceAlign
+  // Bulk bytes of each shared-window mailbox (CCL_SHM_WINDOW); 0: no window. A window exists
+  // only when one connect() joins every rank of the communicator.
+  size_t window_bytes = 1 << 20;
   // Longest single sleep in wait() before peers are checked for liveness.
   std::chrono::milliseconds liveness_interval{50};
 };

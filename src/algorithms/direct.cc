@@ -1,0 +1,164 @@
+#include "algorithms/direct.h"
+
+#include <sched.h>
+
+#include <cstring>
+
+#include "core/error.h"
+
+namespace ccl::algo {
+
+namespace {
+
+// Chunk boundaries of the two-shot allreduce: multiples of 64 bytes, so every rank's chunk starts
+// on a cache line of its own (no two ranks write one line) and is element-aligned.
+size_t chunk_start(size_t count, size_t elem_size, int nranks, int index) {
+  size_t align = 64 / elem_size;
+  size_t per = (count + nranks - 1) / nranks;
+  per = (per + align - 1) / align * align;
+  size_t start = per * static_cast<size_t>(index);
+  return start < count ? start : count;
+}
+
+}  // namespace
+
+void DirectCollectives::await(int rank, unsigned parity, uint64_t value, Deadline deadline,
+                              const OpLabel& what) {
+  if (window_->flag(rank, parity) >= value) return;
+  // About to wait: the awaited rank may itself be asleep waiting for our flags.
+  window_->flush();
+  const Clock::time_point start = Clock::now();
+  for (;;) {
+    if (window_->flag(rank, parity) >= value) return;
+    if (abort_ != nullptr && abort_->load(std::memory_order_relaxed)) {
+      throw_error(cclRemoteError, "%s: communicator aborted", what.str().c_str());
+    }
+    const Clock::time_point now = Clock::now();
+    if (now >= deadline.at()) {
+      throw_error(cclTimeout, "%s: timed out waiting for rank(s) %d", what.str().c_str(), rank);
+    }
+    const auto idle = now - start;
+    if (idle < policy_.spin) {
+#if defined(__x86_64__)
+      __builtin_ia32_pause();
+#endif
+    } else if (idle < policy_.spin + policy_.yield) {
+      sched_yield();
+    } else {
+      window_->wait_for(rank, parity, value, deadline.remaining(std::chrono::milliseconds(50)));
+    }
+  }
+}
+
+void DirectCollectives::await_all(unsigned parity, uint64_t value, Deadline deadline,
+                                  const OpLabel& what) {
+  for (int r = 0; r < window_->nranks(); ++r) {
+    if (r != window_->rank()) await(r, parity, value, deadline, what);
+  }
+}
+
+unsigned DirectCollectives::begin(Deadline deadline, const OpLabel& what) {
+  ++sequence_;
+  if (sequence_ > 1) await_all((sequence_ - 1) & 1, 2 * (sequence_ - 1), deadline, what);
+  return sequence_ & 1;
+}
+
+void DirectCollectives::reduce_range(std::byte* dst, size_t offset, size_t count, unsigned parity,
+                                     size_t bytes, const std::byte* own, const ExecOp& op) {
+  // dst = c0 op c1 op ... in rank order: the peers' contributions from their mailboxes, ours
+  // from `own` (already offset).
+  const size_t at = offset * op.elem_size;
+  const int me = window_->rank();
+  const int n = window_->nranks();
+  auto source = [&](int r) -> const std::byte* {
+    return r == me ? own : window_->mailbox(r, parity, bytes) + at;
+  };
+  op.reduce(dst, source(0), source(1), count);
+  for (int r = 2; r < n; ++r) op.reduce(dst, dst, source(r), count);
+}
+
+void DirectCollectives::all_reduce(const void* input, void* output, size_t count, const ExecOp& op,
+                                   Deadline deadline, const OpLabel& what) {
+  const size_t es = op.elem_size;
+  const size_t bytes = count * es;
+  const unsigned p = begin(deadline, what);
+  const uint64_t s = sequence_;
+  const int me = window_->rank();
+  const int n = window_->nranks();
+  const auto* in = static_cast<const std::byte*>(input);
+  auto* out = static_cast<std::byte*>(output);
+  std::byte* mine = window_->mailbox(me, p, bytes);
+
+  if (bytes <= oneshot_max_ || n == 1) {
+    memcpy(mine, in, bytes);
+    window_->publish(p, 2 * s);
+    await_all(p, 2 * s, deadline, what);
+    // Our own contribution from the mailbox copy: in place, the output overwrites the input.
+    if (n == 1) {
+      memcpy(out, mine, bytes);
+    } else {
+      reduce_range(out, 0, count, p, bytes, mine, op);
+    }
+    if (op.divide != nullptr) op.divide(out, count, op.divisor);
+    window_->flush();
+    return;
+  }
+
+  // Two-shot. The others read only their own chunks of our mailbox: copy just those.
+  const size_t lo = chunk_start(count, es, n, me);
+  const size_t hi = chunk_start(count, es, n, me + 1);
+  memcpy(mine, in, lo * es);
+  memcpy(mine + hi * es, in + hi * es, (count - hi) * es);
+  // Our chunk straight from the input, unless the output (same memory, in place) is written
+  // before our contribution is read: with ranks 0 and 1 ahead of us in the order.
+  const std::byte* own = in + lo * es;
+  if (in == out && me >= 2) {
+    memcpy(mine + lo * es, in + lo * es, (hi - lo) * es);
+    own = mine + lo * es;
+  }
+  window_->publish(p, 2 * s);
+  await_all(p, 2 * s, deadline, what);
+
+  // Reduce our chunk, put the result where the others read it, gather theirs.
+  if (hi > lo) {
+    reduce_range(out + lo * es, lo, hi - lo, p, bytes, own, op);
+    if (op.divide != nullptr) op.divide(out + lo * es, hi - lo, op.divisor);
+    memcpy(mine + lo * es, out + lo * es, (hi - lo) * es);
+  }
+  window_->publish(p, 2 * s + 1);
+  for (int i = 1; i < n; ++i) {
+    const int r = (me + i) % n;  // start at different ranks: spread the readers
+    const size_t rlo = chunk_start(count, es, n, r);
+    const size_t rhi = chunk_start(count, es, n, r + 1);
+    await(r, p, 2 * s + 1, deadline, what);
+    if (rhi > rlo) {
+      memcpy(out + rlo * es, window_->mailbox(r, p, bytes) + rlo * es, (rhi - rlo) * es);
+    }
+  }
+  window_->flush();
+}
+
+void DirectCollectives::broadcast(const void* input, void* output, size_t bytes, int root,
+                                  Deadline deadline, const OpLabel& what) {
+  const unsigned p = begin(deadline, what);
+  const uint64_t s = sequence_;
+  if (window_->rank() == root) {
+    memcpy(window_->mailbox(root, p, bytes), input, bytes);
+    window_->publish(p, 2 * s);
+    if (output != input) memcpy(output, input, bytes);
+  } else {
+    await(root, p, 2 * s, deadline, what);
+    memcpy(output, window_->mailbox(root, p, bytes), bytes);
+    window_->publish(p, 2 * s);  // done reading: the root may reuse the mailbox
+  }
+  window_->flush();
+}
+
+void DirectCollectives::barrier(Deadline deadline, const OpLabel& what) {
+  const unsigned p = begin(deadline, what);
+  window_->publish(p, 2 * sequence_);
+  await_all(p, 2 * sequence_, deadline, what);
+  window_->flush();
+}
+
+}  // namespace ccl::algo

@@ -1,0 +1,71 @@
+// Collectives that read the peers' data where it lies, through a SharedWindow
+// (transport/shared_window.h), for ranks that all share memory. No message ring, no per-step
+// handshake: a rank copies its input into its own mailbox once, raises its flag, and reads the
+// others' mailboxes. For small and medium messages this removes most of the per-call cost of the
+// ring (every ring step is a message with its own header, counters and wake-up check).
+//
+// The protocol (each rank numbers its direct operations s = 1, 2, ...; all ranks run the same
+// operations in the same order, so their numbers agree):
+//   - operation s uses the mailboxes of parity p = s % 2; its flag values are 2s (phase 0: "my
+//     input is in my mailbox", or for a broadcast receiver "I have the data") and 2s+1 (phase 1:
+//     "my reduced chunk is in my mailbox"). Flags only grow.
+//   - before writing its mailbox of parity p, a rank waits until every peer's flag of operation
+//     s-1 reached 2(s-1): a peer raises that flag only after it finished operation s-2, the last
+//     one that read this rank's parity-p mailbox. (Inside an allreduce this always holds already.)
+// Allreduce: one-shot (every rank reduces the whole vector, reading all mailboxes) for small
+// messages; two-shot (rank r reduces chunk r into its mailbox, then everyone gathers the chunks)
+// above `oneshot_max`. Every rank adds the contributions in rank order 0, 1, ..., n-1, so all
+// ranks get bit-identical results, as with the ring.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+
+#include "algorithms/executor.h"
+#include "core/deadline.h"
+#include "transport/shared_window.h"
+
+namespace ccl::algo {
+
+class DirectCollectives {
+ public:
+  DirectCollectives(transport::SharedWindow* window, WaitPolicy policy, const AbortFlag* abort,
+                    size_t oneshot_max)
+      : window_(window),
+        policy_(policy),
+        abort_(abort),
+        // A message in the inline area is always one-shot: it has no chunks to split.
+        oneshot_max_(oneshot_max > transport::SharedWindow::kInlineBytes
+                         ? oneshot_max
+                         : transport::SharedWindow::kInlineBytes),
+        // The numbering continues from the own flags: the window's state is all in shared
+        // memory, so a new instance over a used window goes on where the last one stopped.
+        sequence_(std::max(window->flag(window->rank(), 0), window->flag(window->rank(), 1)) / 2) {}
+
+  // The largest message (bytes) these collectives take.
+  size_t max_bytes() const { return window_->capacity(); }
+
+  void all_reduce(const void* input, void* output, size_t count, const ExecOp& op,
+                  Deadline deadline, const OpLabel& what);
+  void broadcast(const void* input, void* output, size_t bytes, int root, Deadline deadline,
+                 const OpLabel& what);
+  void barrier(Deadline deadline, const OpLabel& what);
+
+ private:
+  // Starts operation s: waits until the own parity-p mailbox may be written; returns p.
+  unsigned begin(Deadline deadline, const OpLabel& what);
+  // Until flag(rank, parity) >= value: spin, then yield, then sleep (WaitPolicy).
+  void await(int rank, unsigned parity, uint64_t value, Deadline deadline, const OpLabel& what);
+  void await_all(unsigned parity, uint64_t value, Deadline deadline, const OpLabel& what);
+  void reduce_range(std::byte* dst, size_t offset, size_t count, unsigned parity, size_t bytes,
+                    const std::byte* own, const ExecOp& op);
+
+  transport::SharedWindow* window_;
+  WaitPolicy policy_;
+  const AbortFlag* abort_;
+  size_t oneshot_max_;
+  uint64_t sequence_ = 0;
+};
+
+}  // namespace ccl::algo

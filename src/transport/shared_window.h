@@ -1,0 +1,55 @@
+// A shared window: one-sided access among ranks that share memory (DESIGN.md principle 2, "put/get
+// where the medium allows"). Every rank of the window owns two mailboxes (parity 0 and 1); it
+// writes only its own and reads the other ranks' in place, with no copy through a message ring.
+// A mailbox is a flag, a small inline area in the flag's cache line, and a bulk area.
+//
+// The protocol is the algorithm's (algorithms/direct.h): the window moves no data and orders
+// nothing beyond what its flag operations promise:
+//   publish(parity, v)   release: every write to the own mailbox before it is visible to a
+//                        reader that sees flag >= v.
+//   flush()              wakes the ranks that sleep in wait_for() on what was published. Done
+//                        apart from publish() because waking needs a full fence after the flag
+//                        store, which would stall until the reader gives up the flag's cache
+//                        line; at the end of the operation the store has long completed and the
+//                        fence is cheap. wait_for() flushes first, so no two ranks sleep on each
+//                        other's unflushed flags. An operation must flush before it returns.
+//   flag(rank, parity)   acquire (seq_cst) load of that rank's flag.
+// Flags only grow. Which values mean what, and when a mailbox may be written again, is the
+// algorithm's business.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+
+namespace ccl::transport {
+
+class SharedWindow {
+ public:
+  // Bytes that fit in the flag's cache line: a message this small travels with its flag.
+  static constexpr size_t kInlineBytes = 48;
+
+  virtual ~SharedWindow() = default;
+
+  // The window spans ranks 0..nranks()-1 of the communicator (every rank shares memory).
+  virtual int nranks() const = 0;
+  virtual int rank() const = 0;
+  // Bulk bytes per mailbox.
+  virtual size_t capacity() const = 0;
+
+  // The mailbox data area of `rank` for a message of `bytes` (<= capacity()): the inline area
+  // when bytes <= kInlineBytes, else the bulk area. 64-byte aligned for bulk, 16 for inline.
+  virtual std::byte* mailbox(int rank, unsigned parity, size_t bytes) = 0;
+
+  virtual void publish(unsigned parity, uint64_t value) = 0;
+  virtual void flush() = 0;
+  virtual uint64_t flag(int rank, unsigned parity) const = 0;
+
+  // Sleeps until flag(rank, parity) >= value, `timeout` passes, or interrupt() of the owning
+  // transport; may return early. Re-checks the flag after announcing itself, so a publish racing
+  // with the sleep is never lost. Throws RemoteError if that rank died before publishing.
+  virtual void wait_for(int rank, unsigned parity, uint64_t value,
+                        std::chrono::microseconds timeout) = 0;
+};
+
+}  // namespace ccl::transport

@@ -1,0 +1,62 @@
+#include "transport/shm/shm_window.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "transport/shm/doorbell.h"
+
+namespace ccl::transport::shm {
+
+ShmWindow::ShmWindow(int rank, std::vector<WindowView> views, size_t capacity,
+                     std::atomic<bool>* interrupt_pending)
+    : rank_(rank),
+      views_(std::move(views)),
+      capacity_(capacity),
+      interrupt_pending_(interrupt_pending) {}
+
+std::byte* ShmWindow::mailbox(int rank, unsigned parity, size_t bytes) {
+  if (bytes > capacity_ && bytes > kInlineBytes) {
+    throw_error(cclInternalError, "shm window: %zu bytes do not fit a mailbox of %zu", bytes,
+                capacity_);
+  }
+  if (bytes <= kInlineBytes) return line(rank, parity)->inline_data;
+  return views_[rank].base + SegmentGeometry::kWindowBulkOffset +
+         (parity & 1) * views_[rank].bulk_stride;
+}
+
+void ShmWindow::ring_peers() {
+  // The flag stores were W1 of doorbell.h; the fence orders them before the waiters loads (W2)
+  // as the seq_cst store does for the rings. (ThreadSanitizer does not model fences: the TSan
+  // build silences GCC's warning about it; the data itself is ordered by release/acquire.)
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  unflushed_ = false;
+  for (int r = 0; r < nranks(); ++r) {
+    if (r != rank_) doorbell_ring(views_[r].bell);
+  }
+}
+
+void ShmWindow::wait_for(int rank, unsigned parity, uint64_t value,
+                         std::chrono::microseconds timeout) {
+  flush();
+  if (interrupt_pending_->exchange(false)) return;
+  Doorbell* bell = views_[rank_].bell;
+  // S1..S4 of doorbell.h.
+  uint32_t sequence = bell->sequence.load(std::memory_order_seq_cst);
+  bell->waiters.fetch_add(1, std::memory_order_seq_cst);
+  bool slept = false;
+  if (!interrupt_pending_->load(std::memory_order_seq_cst) && flag(rank, parity) < value) {
+    // Short slices: a dead peer is noticed between them.
+    futex_wait_shared(&bell->sequence, sequence,
+                      std::min(timeout, std::chrono::microseconds(50000)));
+    slept = true;
+  }
+  bell->waiters.fetch_sub(1, std::memory_order_seq_cst);
+  interrupt_pending_->store(false, std::memory_order_relaxed);
+  // Only the awaited rank matters: another may have finished this operation and exited.
+  const PeerLiveness* liveness = views_[rank].liveness;
+  if (slept && liveness != nullptr && flag(rank, parity) < value && liveness->exited()) {
+    throw_error(cclRemoteError, "rank %d (pid %d) exited", rank, liveness->pid());
+  }
+}
+
+}  // namespace ccl::transport::shm

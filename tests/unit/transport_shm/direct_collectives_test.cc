@@ -1,0 +1,261 @@
+// The direct collectives (algorithms/direct.h) over the shm window, ranks as threads (and, for a
+// dead peer, as processes): exact results for every size class (inline, one-shot, two-shot, the
+// capacity), bit-identical floats on every rank, back-to-back operations that reuse mailboxes,
+// and bounded waits.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <thread>
+
+#include "algorithms/direct.h"
+#include "algorithms/reduce/reduce.h"
+#include "core/error.h"
+#include "shm_harness.h"
+
+namespace ccl::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr size_t kWindow = 64 * 1024;
+constexpr size_t kOneshot = 1024;
+
+HarnessOptions window_options(size_t window_bytes = kWindow) {
+  HarnessOptions options;
+  options.shm = transport::ShmOptions{};
+  options.shm->slots = 4;
+  options.shm->slot_bytes = 16384;
+  options.shm->window_bytes = window_bytes;
+  return options;
+}
+
+algo::ExecOp exec_op(cclDataType_t type, cclRedOp_t op, int nranks) {
+  algo::ExecOp e;
+  e.elem_size = reduce::datatype_size(type);
+  e.reduce = reduce::reduce_kernel(type, op);
+  if (op == cclAvg) {
+    e.divide = reduce::divide_kernel(type);
+    e.divisor = static_cast<uint64_t>(nranks);
+  }
+  return e;
+}
+
+algo::DirectCollectives direct(RankEnv& env, size_t oneshot = kOneshot) {
+  transport::SharedWindow* window = env.transport->shared_window();
+  require(window != nullptr, "no shared window");
+  require(window->nranks() == env.nranks && window->rank() == env.rank, "window geometry");
+  return algo::DirectCollectives(window, algo::WaitPolicy{}, nullptr, oneshot);
+}
+
+// Rank r contributes (r + 1) * (i % 13 + 1) at index i: small integers, exact in every type.
+int32_t contribution(int rank, size_t i) { return (rank + 1) * static_cast<int32_t>(i % 13 + 1); }
+
+void expect_all_ok(const std::vector<std::string>& errors) {
+  for (size_t i = 0; i < errors.size(); ++i) EXPECT_EQ(errors[i], "") << "rank " << i;
+}
+
+// Counts that hit every path: inline (<= 48 bytes), one-shot, two-shot with uneven chunks, and
+// the whole window.
+const size_t kCounts[] = {1, 7, 12, 13, 255, 256, 257, 1000, 4097, kWindow / 4};
+
+TEST(DirectCollectives, AllReduceIntSumEveryPathAndRankCount) {
+  for (int n = 2; n <= 5; ++n) {  // one rank has no peers, so no window
+    expect_all_ok(run_shm_threads(n, window_options(), [&](RankEnv& env) {
+      auto dc = direct(env);
+      auto op = exec_op(cclInt32, cclSum, n);
+      for (bool in_place : {false, true}) {
+        for (size_t count : kCounts) {
+          std::vector<int32_t> in(count), out(count, -1);
+          for (size_t i = 0; i < count; ++i) in[i] = contribution(env.rank, i);
+          int32_t* dst = in_place ? in.data() : out.data();
+          dc.all_reduce(in.data(), dst, count, op, env.deadline, {"allreduce", count});
+          for (size_t i = 0; i < count; ++i) {
+            int32_t want = (n * (n + 1) / 2) * static_cast<int32_t>(i % 13 + 1);
+            require(dst[i] == want, "n=" + std::to_string(n) + " count=" + std::to_string(count) +
+                                        " i=" + std::to_string(i) + " got " +
+                                        std::to_string(dst[i]));
+          }
+        }
+      }
+    }));
+  }
+}
+
+TEST(DirectCollectives, AllReduceAvgAndMaxInOtherTypes) {
+  const int n = 3;
+  expect_all_ok(run_shm_threads(n, window_options(), [&](RankEnv& env) {
+    auto dc = direct(env);
+    for (size_t count : {size_t{5}, size_t{3000}}) {
+      std::vector<double> in(count), out(count);
+      for (size_t i = 0; i < count; ++i) in[i] = contribution(env.rank, i);
+      dc.all_reduce(in.data(), out.data(), count, exec_op(cclFloat64, cclAvg, n), env.deadline,
+                    {"avg", 0});
+      for (size_t i = 0; i < count; ++i) require(out[i] == 2.0 * (i % 13 + 1), "avg");
+      std::vector<int8_t> bin(count), bout(count);
+      for (size_t i = 0; i < count; ++i) bin[i] = static_cast<int8_t>(env.rank * 10 - 5);
+      dc.all_reduce(bin.data(), bout.data(), count, exec_op(cclInt8, cclMax, n), env.deadline,
+                    {"max", 0});
+      for (size_t i = 0; i < count; ++i) require(bout[i] == 15, "max");
+    }
+  }));
+}
+
+// Floats that round differently depending on the order of the sums: every rank must still get
+// the same bits (each adds in rank order).
+TEST(DirectCollectives, FloatResultsBitIdenticalOnEveryRank) {
+  const int n = 4;
+  const size_t count = 5000;
+  std::vector<std::vector<float>> results(n);
+  expect_all_ok(run_shm_threads(n, window_options(), [&](RankEnv& env) {
+    auto dc = direct(env);
+    std::mt19937 gen(env.rank + 1);
+    std::uniform_real_distribution<float> dist(-1e3f, 1e3f);
+    for (size_t c : {size_t{9}, size_t{200}, count}) {
+      std::vector<float> in(c);
+      for (auto& v : in) v = dist(gen);
+      results[env.rank].assign(c, 0.0f);
+      dc.all_reduce(in.data(), results[env.rank].data(), c, exec_op(cclFloat32, cclSum, n),
+                    env.deadline, {"allreduce", c});
+      dc.barrier(env.deadline, {"barrier", 0});
+      for (int r = 0; r < n; ++r) {
+        require(std::memcmp(results[r].data(), results[env.rank].data(), c * sizeof(float)) == 0,
+                "rank " + std::to_string(r) + " differs at count " + std::to_string(c));
+      }
+      dc.barrier(env.deadline, {"barrier", 1});
+    }
+  }));
+}
+
+// Back-to-back operations of changing kinds, sizes and roots: a mailbox is rewritten two
+// operations later, whether or not the slowest reader of the last use is done (the guard).
+TEST(DirectCollectives, MixedBackToBackOperations) {
+  for (int n : {2, 3, 4}) {
+    expect_all_ok(run_shm_threads(n, window_options(), [&](RankEnv& env) {
+      auto dc = direct(env);
+      auto op = exec_op(cclInt32, cclSum, n);
+      for (int iter = 0; iter < 300; ++iter) {
+        const size_t count = kCounts[(iter * 7) % std::size(kCounts)];
+        std::vector<int32_t> in(count), out(count);
+        for (size_t i = 0; i < count; ++i) in[i] = contribution(env.rank, i + iter);
+        switch (iter % 3) {
+          case 0:
+            dc.all_reduce(in.data(), out.data(), count, op, env.deadline, {"allreduce", 0});
+            for (size_t i = 0; i < count; ++i) {
+              require(out[i] == (n * (n + 1) / 2) * static_cast<int32_t>((i + iter) % 13 + 1),
+                      "allreduce at iteration " + std::to_string(iter));
+            }
+            break;
+          case 1: {
+            const int root = iter % n;
+            dc.broadcast(in.data(), out.data(), count * 4, root, env.deadline, {"bcast", 0});
+            for (size_t i = 0; i < count; ++i) {
+              require(out[i] == contribution(root, i + iter),
+                      "broadcast at iteration " + std::to_string(iter));
+            }
+            break;
+          }
+          default:
+            dc.barrier(env.deadline, {"barrier", 0});
+        }
+      }
+    }));
+  }
+}
+
+TEST(DirectCollectives, TwoShotAboveTheOneShotLimitOnly) {
+  // The same result whatever the split: oneshot 0 forces two-shot above the inline size.
+  expect_all_ok(run_shm_threads(3, window_options(), [&](RankEnv& env) {
+    for (size_t oneshot : {size_t{0}, size_t{1} << 30}) {
+      auto dc = direct(env, oneshot);
+      for (size_t count : kCounts) {
+        std::vector<int32_t> in(count), out(count);
+        for (size_t i = 0; i < count; ++i) in[i] = contribution(env.rank, i);
+        dc.all_reduce(in.data(), out.data(), count, exec_op(cclInt32, cclSum, 3), env.deadline,
+                      {"allreduce", 0});
+        for (size_t i = 0; i < count; ++i) {
+          require(out[i] == 6 * static_cast<int32_t>(i % 13 + 1), "two-shot result");
+        }
+      }
+      dc.barrier(env.deadline, {"barrier", 0});
+    }
+  }));
+}
+
+TEST(DirectCollectives, NoWindowWithoutCapacity) {
+  expect_all_ok(run_shm_threads(2, window_options(0), [&](RankEnv& env) {
+    require(env.transport->shared_window() == nullptr, "window of 0 bytes");
+  }));
+}
+
+// A rank that never comes: the wait ends at the deadline with cclTimeout naming it.
+TEST(DirectCollectives, MissingPeerTimesOut) {
+  std::vector<cclResult_t> codes(2, cclSuccess);
+  std::vector<std::string> messages(2);
+  expect_all_ok(run_shm_threads(2, window_options(), [&](RankEnv& env) {
+    if (env.rank == 1) return;
+    auto dc = direct(env);
+    int32_t v = 1, out = 0;
+    auto start = Clock::now();
+    try {
+      dc.all_reduce(&v, &out, 1, exec_op(cclInt32, cclSum, 2), Deadline::after(300ms),
+                    {"allreduce", 7});
+    } catch (const Error& e) {
+      codes[0] = e.code();
+      messages[0] = e.what();
+    }
+    require(Clock::now() - start < 5s, "timeout took too long");
+  }));
+  EXPECT_EQ(codes[0], cclTimeout);
+  EXPECT_EQ(messages[0], "allreduce #7: timed out waiting for rank(s) 1");
+}
+
+// A peer process that exits before publishing: RemoteError within a wait slice, not the timeout.
+TEST(DirectCollectives, ExitedPeerIsRemoteError) {
+  std::string tag = unique_tag();
+  FileStore store;
+  HarnessOptions options = window_options();
+  fflush(nullptr);
+  int child = fork();
+  if (child == 0) {
+    try {
+      ConnectedRank me = connect_rank(store, tag, 1, 2, options, Deadline::after(10s));
+      store.set("child-connected", Bytes{1});
+      store.get("parent-waiting", Deadline::after(10s));
+      std::this_thread::sleep_for(100ms);
+    } catch (...) {
+    }
+    _exit(0);  // without ever publishing
+  }
+  ASSERT_GT(child, 0);
+  {
+    ConnectedRank me = connect_rank(store, tag, 0, 2, options, Deadline::after(10s));
+    store.get("child-connected", Deadline::after(10s));
+    algo::DirectCollectives dc(me.transport->shared_window(), algo::WaitPolicy{}, nullptr,
+                               kOneshot);
+    store.set("parent-waiting", Bytes{1});
+    cclResult_t code = cclSuccess;
+    std::string message;
+    auto start = Clock::now();
+    try {
+      int32_t v = 1, out = 0;
+      dc.all_reduce(&v, &out, 1, exec_op(cclInt32, cclSum, 2), Deadline::after(20s),
+                    {"allreduce", 1});
+    } catch (const Error& e) {
+      code = e.code();
+      message = e.what();
+    }
+    EXPECT_EQ(code, cclRemoteError) << message;
+    EXPECT_EQ(message, "rank 1 (pid " + std::to_string(child) + ") exited");
+    EXPECT_LT(Clock::now() - start, 3s);
+  }
+  EXPECT_EQ(wait_child(child, 10s), 0);
+  EXPECT_TRUE(shm_files_of(tag).empty());
+}
+
+}  // namespace
+}  // namespace ccl::test
