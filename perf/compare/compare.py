@@ -1,17 +1,21 @@
 #!/usr/bin/env python3
-"""Compare ccl's allreduce with other libraries' on this machine.
+"""Compare ccl's allreduce or broadcast with other libraries' on this machine.
 
-For each size, every peer runs the same allreduce (float sum, out of place, the same warm-up and
-iteration counts, the time averaged across ranks) in `--launches` separate launches; the table
-shows the median time and bus bandwidth of each, and the ratios ccl / peer.
+For each size, every peer runs the same collective (allreduce: float sum; broadcast: float from
+rank 0; out of place; the same warm-up and iteration counts, except Gloo's at large sizes; the time
+averaged across ranks) in `--launches` separate launches; the table shows the median time and bus
+bandwidth of each, and how much faster or slower ccl is than each peer.
 
-  perf/compare/compare.py                       # 2 ranks, 8 B .. 256 MiB, ccl vs Open MPI
-  perf/compare/compare.py --np 4 --sizes 1M,64M --markdown
+  perf/compare/compare.py                       # 2 ranks, 8 B .. 256 MiB, allreduce, all peers
+  perf/compare/compare.py --collective broadcast --np 4 --sizes 1M,64M --markdown
+  perf/compare/compare.py --peers openmpi,mpich --sizes 8,64K
 
-Peers are "runners" (see RUNNERS at the bottom): each knows how to build its command line and
-read its output. ccl runs build/perf/all_reduce_perf under build/tools/cclrun; Open MPI runs
-build/perf/mpi_allreduce_bench (perf/compare/mpi_allreduce_bench.c) under mpirun. Both print
-nccl-tests' table, so one parser reads both. Standard library only.
+Peers are "runners" (see RUNNERS below): each knows how to build its command line, whether it can
+run here, and which library its binary must report. ccl runs build/perf/all_reduce_perf or
+broadcast_perf under build/tools/cclrun; Open MPI runs build/perf/mpi_coll_bench under
+mpirun.openmpi and MPICH build/perf/mpich_coll_bench (both perf/compare/mpi_coll_bench.c) under
+mpiexec.mpich; Gloo runs perf/compare/gloo_bench.py under /usr/bin/python3 (PyTorch's
+torch.distributed). All print nccl-tests' table, so one parser reads them. Standard library only.
 """
 
 import argparse
@@ -19,16 +23,23 @@ import json
 import os
 import shlex
 import shutil
+import signal
 import socket
 import statistics
 import subprocess
 import sys
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
 DEFAULT_SIZES = "8,64K,1M,16M,64M,256M"
+DEFAULT_PEERS = "openmpi,openmpi-nofault,mpich,gloo"
+COLLECTIVES = ("allreduce", "broadcast")
 UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+# Gloo moves about 1 GB/s here: past this many bytes per launch it gets fewer timed calls.
+GLOO_BYTES_PER_LAUNCH = 1 << 30
+GLOO_MIN_ITERS = 5
 
 
 def parse_size(text: str) -> int:
@@ -53,6 +64,13 @@ def default_iters(size: int) -> int:
     if size <= 16 << 20:
         return 50
     return 20
+
+
+def gloo_iters(size: int, iters: int) -> int:
+    """The others' count, capped so that one Gloo launch moves about GLOO_BYTES_PER_LAUNCH."""
+    if size * iters <= GLOO_BYTES_PER_LAUNCH:
+        return iters
+    return min(iters, max(GLOO_MIN_ITERS, GLOO_BYTES_PER_LAUNCH // max(size, 1)))
 
 
 @dataclass
@@ -80,6 +98,23 @@ def parse_table(text: str) -> List[Row]:
     return rows
 
 
+def parse_library(text: str) -> Optional[str]:
+    """The "# library: ..." header line the peers' benchmarks print, if any."""
+    for line in text.splitlines():
+        if line.startswith("# library:"):
+            return line[len("# library:"):].strip()
+    return None
+
+
+def library_mismatch(expected: Optional[str], text: str) -> Optional[str]:
+    """Why the output is not from the expected library (a binary built against the other MPI
+    after Debian's mpicc alternative switched), or None."""
+    found = parse_library(text)
+    if expected is None or found is None or expected.lower() in found.lower():
+        return None
+    return f"expected {expected}, the benchmark reports {found!r}"
+
+
 @dataclass
 class Config:
     build_dir: str
@@ -91,6 +126,23 @@ class Config:
     ccl_args: List[str]
     mpirun_args: List[str]
     ccl_launcher: str = "cclrun"
+    collective: str = "allreduce"
+    mpich_args: List[str] = field(default_factory=list)
+    gloo_python: str = "/usr/bin/python3"
+
+
+def which_first(names: Sequence[str]) -> Optional[str]:
+    for n in names:
+        path = shutil.which(n)
+        if path:
+            return path
+    return None
+
+
+# Debian installs both MPIs side by side; the generic mpirun/mpiexec follow an alternative that
+# may point at either, so each peer names its own launcher first.
+OPENMPI_LAUNCHERS = ("mpirun.openmpi", "mpirun")
+MPICH_LAUNCHERS = ("mpiexec.mpich", "mpiexec.hydra")
 
 
 class Runner:
@@ -98,6 +150,7 @@ class Runner:
 
     key = ""
     label = ""
+    library: Optional[str] = None  # a substring of its "# library:" line
 
     def __init__(self, cfg: Config):
         self.cfg = cfg
@@ -106,15 +159,23 @@ class Runner:
         """None when the peer can run here, else why not."""
         return None
 
+    def iters(self, size: int) -> int:
+        return self.cfg.iters or default_iters(size)
+
     def bench_args(self, size: int) -> List[str]:
-        iters = self.cfg.iters or default_iters(size)
-        return ["-b", str(size), "-e", str(size), "-n", str(iters), "-w", str(self.cfg.warmup)]
+        return ["-b", str(size), "-e", str(size), "-n", str(self.iters(size)),
+                "-w", str(self.cfg.warmup)]
 
     def command(self, size: int) -> List[str]:
         raise NotImplementedError
 
     def env(self) -> Dict[str, str]:
         return dict(os.environ)
+
+    def single_buffer(self) -> bool:
+        """True when the library has no out-of-place form of the collective, so its two
+        columns are one measurement."""
+        return False
 
 
 def free_port() -> int:
@@ -128,8 +189,9 @@ class CclRunner(Runner):
     label = "ccl"
 
     def paths(self):
+        perf = "broadcast_perf" if self.cfg.collective == "broadcast" else "all_reduce_perf"
         return (os.path.join(self.cfg.build_dir, "tools", "cclrun"),
-                os.path.join(self.cfg.build_dir, "perf", "all_reduce_perf"))
+                os.path.join(self.cfg.build_dir, "perf", perf))
 
     def unavailable(self):
         cclrun, perf = self.paths()
@@ -137,7 +199,7 @@ class CclRunner(Runner):
         for p in needed:
             if not os.access(p, os.X_OK):
                 return f"{p} not built"
-        if self.cfg.ccl_launcher == "mpirun" and not shutil.which("mpirun"):
+        if self.cfg.ccl_launcher == "mpirun" and not which_first(OPENMPI_LAUNCHERS):
             return "mpirun not found"
         return None
 
@@ -145,32 +207,57 @@ class CclRunner(Runner):
         cclrun, perf = self.paths()
         if self.cfg.ccl_launcher == "mpirun":
             # cclCommInitFromEnv reads Open MPI's rank variables; rank 0 serves the rendezvous.
-            launcher = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np",
-                        str(self.cfg.np), "-x", f"CCL_COMM_ID=127.0.0.1:{free_port()}"]
+            launcher = [which_first(OPENMPI_LAUNCHERS) or OPENMPI_LAUNCHERS[0],
+                        "--allow-run-as-root", "--oversubscribe", "-np", str(self.cfg.np),
+                        "-x", f"CCL_COMM_ID=127.0.0.1:{free_port()}"]
         else:
             launcher = [cclrun, "-np", str(self.cfg.np)]
-        return (launcher + [perf] + self.bench_args(size) +
-                ["-d", "float", "-o", "sum", "-c", str(self.cfg.check)] + self.cfg.ccl_args)
+        what = ["-r", "0"] if self.cfg.collective == "broadcast" else ["-o", "sum"]
+        return (launcher + [perf] + self.bench_args(size) + ["-d", "float"] + what +
+                ["-c", str(self.cfg.check)] + self.cfg.ccl_args)
 
 
-class OpenMpiRunner(Runner):
-    key = "openmpi"
-    label = "Open MPI"
+class MpiRunner(Runner):
+    """perf/compare/mpi_coll_bench.c, built against one MPI, under that MPI's launcher."""
+
+    binary = ""
+    launchers: Sequence[str] = ()
 
     def bench(self):
-        return os.path.join(self.cfg.build_dir, "perf", "mpi_allreduce_bench")
+        return os.path.join(self.cfg.build_dir, "perf", self.binary)
+
+    def launcher(self) -> str:
+        return which_first(self.launchers) or self.launchers[0]
 
     def unavailable(self):
-        if not shutil.which("mpirun"):
-            return "mpirun not found"
+        if not which_first(self.launchers):
+            return f"no {' or '.join(self.launchers)}"
         if not os.access(self.bench(), os.X_OK):
-            return f"{self.bench()} not built (needs MPI at configure time)"
+            return f"{self.bench()} not built (needs {self.library} at configure time)"
         return None
+
+    def bench_args(self, size):
+        what = ["-k", self.cfg.collective]
+        if self.cfg.collective == "broadcast":
+            what += ["-r", "0"]
+        return super().bench_args(size) + what
+
+    def single_buffer(self):
+        return self.cfg.collective == "broadcast"  # MPI_Bcast has one buffer
+
+
+class OpenMpiRunner(MpiRunner):
+    key = "openmpi"
+    label = "Open MPI"
+    library = "Open MPI"
+    binary = "mpi_coll_bench"
+    launchers = OPENMPI_LAUNCHERS
 
     def command(self, size):
         # --allow-run-as-root: containers run as root; --oversubscribe: -np may exceed the cores.
-        return (["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(self.cfg.np)] +
-                self.cfg.mpirun_args + [self.bench()] + self.bench_args(size))
+        return ([self.launcher(), "--allow-run-as-root", "--oversubscribe", "-np",
+                 str(self.cfg.np)] + self.cfg.mpirun_args + [self.bench()] +
+                self.bench_args(size))
 
 
 class OpenMpiPersistentRunner(OpenMpiRunner):
@@ -189,9 +276,62 @@ class OpenMpiPersistentRunner(OpenMpiRunner):
                            "-x", "MALLOC_TRIM_THRESHOLD_=" + big] + cmd[at:]
 
 
-# Later peers (MPICH's mpiexec.hydra + the same bench built against MPICH; PyTorch's Gloo through
-# torchrun) plug in here with a Runner subclass each.
-RUNNERS = {r.key: r for r in (CclRunner, OpenMpiRunner, OpenMpiPersistentRunner)}
+class MpichRunner(MpiRunner):
+    key = "mpich"
+    label = "MPICH"
+    library = "MPICH"
+    binary = "mpich_coll_bench"
+    launchers = MPICH_LAUNCHERS
+
+    def command(self, size):
+        # Hydra starts local ranks itself and needs no root or oversubscription flags.
+        return ([self.launcher(), "-np", str(self.cfg.np)] + self.cfg.mpich_args +
+                [self.bench()] + self.bench_args(size))
+
+
+class GlooRunner(Runner):
+    """PyTorch's torch.distributed with the gloo backend, through gloo_bench.py."""
+
+    key = "gloo"
+    label = "Gloo"
+    library = "Gloo"
+    script = os.path.join(HERE, "gloo_bench.py")
+    _why: Dict[str, Optional[str]] = {}  # per interpreter: importing torch takes seconds
+
+    def unavailable(self):
+        py = self.cfg.gloo_python
+        if not os.access(py, os.X_OK):
+            return f"{py} not found (--gloo-python)"
+        if py not in self._why:
+            probe = ("import sys, torch.distributed as d; "
+                     "sys.exit(0 if d.is_available() and d.is_gloo_available() else 3)")
+            try:
+                p = subprocess.run([py, "-c", probe], capture_output=True, text=True, timeout=120)
+                why = None if p.returncode == 0 else (
+                    f"{py} has no torch.distributed with gloo (Debian: python3-torch; "
+                    "scripts/install-perf-peers.sh)")
+            except subprocess.TimeoutExpired:
+                why = f"{py} -c 'import torch' timed out"
+            self._why[py] = why
+        return self._why[py]
+
+    def iters(self, size):
+        return gloo_iters(size, super().iters(size))
+
+    def command(self, size):
+        what = ["-k", self.cfg.collective] + (
+            ["-r", "0"] if self.cfg.collective == "broadcast" else [])
+        # Its own limit a little under ours, so that it stops its ranks itself and says so.
+        return ([self.cfg.gloo_python, self.script, "-np", str(self.cfg.np)] + what +
+                self.bench_args(size) +
+                ["-c", str(self.cfg.check), "--timeout", str(max(1, self.cfg.timeout - 10))])
+
+    def single_buffer(self):
+        return True  # torch's all_reduce and broadcast both work on one tensor
+
+
+RUNNERS = {r.key: r for r in (CclRunner, OpenMpiRunner, OpenMpiPersistentRunner, MpichRunner,
+                              GlooRunner)}
 
 
 @dataclass
@@ -205,6 +345,29 @@ class Measurement:
         return statistics.median(values) if values else None
 
 
+def run_bounded(cmd: List[str], env: Dict[str, str], timeout: int):
+    """(returncode, stdout, stderr), or None on timeout. The command gets its own process group,
+    so a timeout stops whatever it started too (mpirun's ranks, gloo_bench's): SIGTERM first, which
+    lets a launcher take its ranks down, then SIGKILL."""
+    p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    try:
+        out, err = p.communicate(timeout=timeout)
+        return p.returncode, out, err
+    except subprocess.TimeoutExpired:
+        for sig, grace in ((signal.SIGTERM, 5), (signal.SIGKILL, 30)):
+            try:
+                os.killpg(p.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                p.communicate(timeout=grace)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        return None
+
+
 def launch(runner: Runner, size: int, cfg: Config, in_place: bool, dry_run: bool,
            m: Measurement, verbose: bool):
     cmd = runner.command(size)
@@ -212,16 +375,19 @@ def launch(runner: Runner, size: int, cfg: Config, in_place: bool, dry_run: bool
         print("$ " + " ".join(shlex.quote(c) for c in cmd), file=sys.stderr)
     if dry_run:
         return
-    try:
-        p = subprocess.run(cmd, env=runner.env(), capture_output=True, text=True,
-                           timeout=cfg.timeout)
-    except subprocess.TimeoutExpired:
+    result = run_bounded(cmd, runner.env(), cfg.timeout)
+    if result is None:
         m.errors.append(f"timed out after {cfg.timeout} s")
         return
-    rows = parse_table(p.stdout)
-    if p.returncode != 0 or not rows:
-        tail = (p.stderr or p.stdout).strip().splitlines()[-3:]
-        m.errors.append(f"exit {p.returncode}: " + " | ".join(tail))
+    rc, out, err = result
+    mismatch = library_mismatch(runner.library, out)
+    if mismatch:
+        m.errors.append(mismatch)
+        return
+    rows = parse_table(out)
+    if rc != 0 or not rows:
+        tail = (err or out).strip().splitlines()[-3:]
+        m.errors.append(f"exit {rc}: " + " | ".join(tail))
         return
     row = rows[0]
     m.time_us.append(row.time_us_inplace if in_place else row.time_us)
@@ -236,27 +402,69 @@ def ratio(a: Optional[float], b: Optional[float]) -> Optional[float]:
     return a / b if a is not None and b else None
 
 
+def speedup(ccl_time: Optional[float], peer_time: Optional[float]) -> Optional[float]:
+    """How many times faster ccl is than the peer: peer time / ccl time. At one size the bus
+    bandwidth factor is the same for both, so this is also ccl busbw / peer busbw, without the
+    rounding of the printed busbw (0.00 at 8 B)."""
+    return ratio(peer_time, ccl_time)
+
+
+def verdict(s: Optional[float]) -> str:
+    """A speedup as "3.70x faster" / "1.25x slower" (ccl relative to the peer)."""
+    if s is None or s <= 0:
+        return "n/a"
+    factor, word = (s, "faster") if s >= 1 else (1 / s, "slower")
+    digits = 2 if factor < 10 else 1 if factor < 100 else 0
+    return f"{factor:.{digits}f}x {word}"
+
+
 def build_table(sizes, runners, results):
-    """Header and rows (lists of strings): per peer time and busbw, then ccl/peer ratios."""
+    """Header and rows (lists of strings): per peer time and busbw, then ccl vs each peer."""
     header = ["size"]
     for r in runners:
         header += [f"{r.label} time (us)", f"{r.label} busbw (GB/s)"]
     base = runners[0]
-    for r in runners[1:]:
-        header += [f"busbw {base.label}/{r.label}", f"time {base.label}/{r.label}"]
+    header += [f"{base.label} vs {r.label}" for r in runners[1:]]
     rows = []
     for size in sizes:
         row = [format_size(size)]
         for r in runners:
             m = results[r.key][size]
             row += [fmt(m.median("time_us")), fmt(m.median("busbw"))]
-        mb = results[base.key][size]
-        for r in runners[1:]:
-            mp = results[r.key][size]
-            row += [fmt(ratio(mb.median("busbw"), mp.median("busbw"))),
-                    fmt(ratio(mb.median("time_us"), mp.median("time_us")))]
+        base_time = results[base.key][size].median("time_us")
+        row += [verdict(speedup(base_time, results[r.key][size].median("time_us")))
+                for r in runners[1:]]
         rows.append(row)
     return header, rows
+
+
+def title(cfg: Config, launches: int, in_place: bool) -> str:
+    what = "allreduce, float sum" if cfg.collective == "allreduce" else "broadcast, float, root 0"
+    return (f"{what}, {'in' if in_place else 'out of'} place, {cfg.np} ranks, "
+            f"median of {launches} launches")
+
+
+def notes(sizes, runners, in_place: bool) -> List[str]:
+    """What a reader needs to read the table right: the verdict columns, and where peers did not
+    run exactly the same thing."""
+    out = []
+    if len(runners) > 1:
+        base = runners[0].label
+        out.append(f"\"{base} vs X\": X's time / {base}'s time, which at one size is also "
+                   f"{base}'s busbw / X's busbw; \"faster\" means {base} takes less time.")
+    for r in runners:
+        fewer = [(s, r.iters(s), Runner.iters(r, s)) for s in sizes
+                 if r.iters(s) != Runner.iters(r, s)]
+        if fewer:
+            out.append(f"{r.label} runs fewer timed calls at large sizes, to keep the run bounded: "
+                       + ", ".join(f"{format_size(s)} {n} (others {o})" for s, n, o in fewer) + ".")
+    if not in_place:
+        one = [r.label for r in runners if r.single_buffer()]
+        if one:
+            out.append(f"{', '.join(one)}: no out-of-place form of this collective; "
+                       f"{'its' if len(one) == 1 else 'their'} columns time the one-buffer "
+                       "(in-place) call.")
+    return out
 
 
 def render_text(header, rows) -> str:
@@ -271,6 +479,14 @@ def render_markdown(header, rows) -> str:
     return "\n".join(out)
 
 
+def render(title_line: str, note_lines: List[str], header, rows, markdown: bool) -> str:
+    if markdown:
+        parts = [title_line, ""] + ([f"- {n}" for n in note_lines] + [""] if note_lines else [])
+        return "\n".join(parts + [render_markdown(header, rows)])
+    return "\n".join([f"# {title_line}"] + [f"# {n}" for n in note_lines] +
+                     [render_text(header, rows)])
+
+
 def find_build_dir() -> str:
     candidates = [os.environ.get("CCL_BUILD_DIR", "")] + [
         os.path.join(REPO, d) for d in ("build", "build-release", "build-perf")]
@@ -282,23 +498,31 @@ def find_build_dir() -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--collective", choices=COLLECTIVES, default="allreduce",
+                    help="allreduce (float sum, default) or broadcast (float, root 0)")
     ap.add_argument("--np", type=int, default=2, help="ranks (default 2)")
     ap.add_argument("--sizes", default=DEFAULT_SIZES,
                     help=f"comma-separated sizes, K/M/G suffixes (default {DEFAULT_SIZES})")
     ap.add_argument("--launches", type=int, default=3, help="launches per size and peer (median)")
-    ap.add_argument("--peers", default="openmpi,openmpi-nofault",
-                    help=f"peers besides ccl, comma-separated: {', '.join(RUNNERS)}")
+    ap.add_argument("--peers", default=DEFAULT_PEERS,
+                    help=f"peers besides ccl, comma-separated (default {DEFAULT_PEERS}); "
+                         "a peer that cannot run here is skipped with the reason")
     ap.add_argument("--iters", type=int, default=None,
                     help="timed calls per launch (default: by size, 1000 for <= 64 KiB down to "
-                         "20 above 16 MiB)")
+                         "20 above 16 MiB; Gloo's capped at about 1 GiB moved per launch)")
     ap.add_argument("--warmup", type=int, default=5, help="warm-up calls per launch")
-    ap.add_argument("--check", type=int, default=1, help="ccl's -c (checked outside the timing)")
+    ap.add_argument("--check", type=int, default=1,
+                    help="ccl's -c, and Gloo's one checked call (outside the timing)")
     ap.add_argument("--in-place", action="store_true", help="report the in-place columns")
     ap.add_argument("--build-dir", default=None, help="CMake build directory (default: found)")
-    ap.add_argument("--ccl-args", default="", help="extra all_reduce_perf flags, e.g. '-y 1'")
+    ap.add_argument("--ccl-args", default="", help="extra ccl *_perf flags, e.g. '-y 1'")
     ap.add_argument("--ccl-launcher", choices=("cclrun", "mpirun"), default="cclrun",
                     help="how to start ccl's ranks (default cclrun)")
-    ap.add_argument("--mpirun-args", default="", help="extra mpirun flags, e.g. '--bind-to none'")
+    ap.add_argument("--mpirun-args", default="",
+                    help="extra Open MPI mpirun flags, e.g. '--bind-to none'")
+    ap.add_argument("--mpich-args", default="", help="extra MPICH mpiexec flags")
+    ap.add_argument("--gloo-python", default="/usr/bin/python3",
+                    help="a python with torch.distributed (default /usr/bin/python3)")
     ap.add_argument("--timeout", type=int, default=600, help="seconds per launch")
     ap.add_argument("--markdown", action="store_true", help="print a Markdown table")
     ap.add_argument("--json", default=None, help="also write every launch's numbers here")
@@ -309,13 +533,14 @@ def main(argv=None) -> int:
     cfg = Config(build_dir=args.build_dir or find_build_dir(), np=args.np, warmup=args.warmup,
                  iters=args.iters, check=args.check, timeout=args.timeout,
                  ccl_args=shlex.split(args.ccl_args), mpirun_args=shlex.split(args.mpirun_args),
-                 ccl_launcher=args.ccl_launcher)
+                 ccl_launcher=args.ccl_launcher, collective=args.collective,
+                 mpich_args=shlex.split(args.mpich_args), gloo_python=args.gloo_python)
     sizes = [parse_size(s) for s in args.sizes.split(",") if s.strip()]
     keys = ["ccl"] + [k.strip() for k in args.peers.split(",") if k.strip() and k.strip() != "ccl"]
     unknown = [k for k in keys if k not in RUNNERS]
     if unknown:
         ap.error(f"unknown peer(s) {', '.join(unknown)}; known: {', '.join(RUNNERS)}")
-    runners = [RUNNERS[k](cfg) for k in keys]
+    runners = [RUNNERS[k](cfg) for k in dict.fromkeys(keys)]
     if not args.dry_run:
         for r in list(runners):
             why = r.unavailable()
@@ -335,12 +560,8 @@ def main(argv=None) -> int:
         return 0
 
     header, rows = build_table(sizes, runners, results)
-    title = (f"allreduce, float sum, {'in' if args.in_place else 'out of'} place, {cfg.np} ranks, "
-             f"median of {args.launches} launches")
-    if args.markdown:
-        print(f"{title}\n\n{render_markdown(header, rows)}")
-    else:
-        print(f"# {title}\n{render_text(header, rows)}")
+    print(render(title(cfg, args.launches, args.in_place), notes(sizes, runners, args.in_place),
+                 header, rows, args.markdown))
     failed = False
     for r in runners:
         for size in sizes:
@@ -348,10 +569,17 @@ def main(argv=None) -> int:
                 failed = True
                 print(f"compare.py: {r.label} {format_size(size)}: {err}", file=sys.stderr)
     if args.json:
+        base = runners[0].key
         with open(args.json, "w") as f:
-            json.dump({"np": cfg.np, "launches": args.launches, "in_place": args.in_place,
+            json.dump({"collective": cfg.collective, "np": cfg.np, "launches": args.launches,
+                       "in_place": args.in_place,
+                       "iters": {r.key: {str(s): r.iters(s) for s in sizes} for r in runners},
                        "results": {k: {str(s): vars(m) for s, m in v.items()}
-                                   for k, v in results.items()}}, f, indent=2)
+                                   for k, v in results.items()},
+                       "speedup_vs": {r.key: {str(s): speedup(
+                           results[base][s].median("time_us"),
+                           results[r.key][s].median("time_us")) for s in sizes}
+                           for r in runners[1:]}}, f, indent=2)
     return 1 if failed else 0
 
 

@@ -1,10 +1,14 @@
 /*
- * mpi_allreduce_bench: the all_reduce_perf sweep through MPI_Allreduce, for perf/compare.
+ * mpi_coll_bench: the all_reduce_perf / broadcast_perf sweep through MPI_Allreduce or MPI_Bcast,
+ * for perf/compare. Built once per MPI implementation (Open MPI, MPICH): the source is plain MPI.
  *
- * Same flags (-b -e -i -f -n -w -a), the same timing (a barrier, `iters` back-to-back calls with
- * nccl-tests' buffer rotation, the per-call time combined across ranks as -a says), the same
- * units and the same table layout as all_reduce_perf, so one parser reads both. float sum only.
- * Run it under any MPI launcher, e.g. `mpirun -np 2 mpi_allreduce_bench -b 8 -e 64M -f 2`.
+ * Same flags (-b -e -i -f -n -w -a, -r root), the same timing (a barrier, `iters` back-to-back
+ * calls with nccl-tests' buffer rotation, the per-call time combined across ranks as -a says), the
+ * same units, bus bandwidth factors and table layout as all_reduce_perf and broadcast_perf, so one
+ * parser reads them all. -k (--collective) selects the collective: allreduce (float sum, the
+ * default) or broadcast (float, from rank -r, default 0); not -C, which is nccl-tests'
+ * report_cputime. Run it under any MPI launcher, e.g.
+ * `mpirun -np 2 mpi_coll_bench --collective broadcast -b 8 -e 64M -f 2`.
  */
 #include <math.h>
 #include <mpi.h>
@@ -13,9 +17,11 @@
 #include <string.h>
 #include <unistd.h>
 
+enum { ALLREDUCE, BROADCAST };
+
 typedef struct {
   size_t min_bytes, max_bytes, step_bytes, step_factor;
-  int iters, warmup_iters, average;
+  int iters, warmup_iters, average, collective, root;
 } Options;
 
 /* nccl-tests' size syntax: a number with an optional K/M/G suffix (binary units). */
@@ -58,7 +64,8 @@ static int parse_int(const char* s, long lo, long hi, int* out) {
 static void usage(const char* prog) {
   printf(
       "USAGE: %s [-b minbytes] [-e maxbytes] [-i stepbytes] [-f stepfactor] [-n iters]\n"
-      "       [-w warmup_iters] [-a 0/1/2/3 (rank0/avg/min/max time)] [-h]\n",
+      "       [-w warmup_iters] [-a 0/1/2/3 (rank0/avg/min/max time)]\n"
+      "       [-k,--collective allreduce|broadcast] [-r root (broadcast)] [-h]\n",
       prog);
 }
 
@@ -68,6 +75,7 @@ static int parse_args(int argc, char** argv, Options* o) {
   for (i = 1; i < argc; ++i) {
     const char* a = argv[i];
     if (strcmp(a, "-h") == 0) return 0;
+    if (strcmp(a, "--collective") == 0) a = "-k";
     if (a[0] != '-' || a[1] == '\0' || a[2] != '\0' || i + 1 >= argc) goto bad;
     const char* val = argv[++i];
     switch (a[1]) {
@@ -95,6 +103,17 @@ static int parse_args(int argc, char** argv, Options* o) {
         break;
       case 'a':
         if (!parse_int(val, 0, 3, &o->average)) goto bad;
+        break;
+      case 'k':
+        if (strcmp(val, "allreduce") == 0)
+          o->collective = ALLREDUCE;
+        else if (strcmp(val, "broadcast") == 0)
+          o->collective = BROADCAST;
+        else
+          goto bad;
+        break;
+      case 'r':
+        if (!parse_int(val, 0, 1 << 30, &o->root)) goto bad;
         break;
       default:
         goto bad;
@@ -129,7 +148,7 @@ static void format_number(char* out, size_t n, double value, int width) {
 }
 
 static int rank, nranks;
-static Options opt = {32 << 20, 32 << 20, 1 << 20, 1, 20, 1, 1};
+static Options opt = {32 << 20, 32 << 20, 1 << 20, 1, 20, 1, 1, ALLREDUCE, 0};
 static char *sendbuf, *recvbuf;
 
 static void run(size_t count, int in_place, int iter) {
@@ -138,6 +157,13 @@ static void run(size_t count, int in_place, int iter) {
   size_t shift = total * ((size_t)iter % (steps ? steps : 1));
   void* recv = recvbuf + shift;
   const void* send = in_place ? MPI_IN_PLACE : (const void*)(sendbuf + shift);
+  if (opt.collective == BROADCAST) {
+    /* MPI_Bcast has one buffer, so there is no out-of-place form: both columns broadcast the
+     * receive buffer (the root's holds the data). A library with separate send and receive
+     * buffers may also copy them at the root out of place; MPI never pays that here. */
+    MPI_Bcast(recv, (int)count, MPI_FLOAT, opt.root, MPI_COMM_WORLD);
+    return;
+  }
   MPI_Allreduce(send, recv, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
 }
 
@@ -156,7 +182,8 @@ static double bench(size_t count, int in_place, double* busbw_sum, int* bw_count
     if (opt.average == 1) sec /= nranks;
   }
   algbw = (double)(count * sizeof(float)) / 1.0e9 / sec;
-  busbw = algbw * 2.0 * (nranks - 1) / nranks;
+  /* nccl-tests' factors: a broadcast moves every byte once per link, an allreduce 2(n-1)/n. */
+  busbw = opt.collective == BROADCAST ? algbw : algbw * 2.0 * (nranks - 1) / nranks;
   *busbw_sum += busbw;
   ++*bw_count;
   format_number(tbuf, sizeof tbuf, sec * 1e6, 7);
@@ -177,6 +204,11 @@ int main(int argc, char** argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &nranks);
   setvbuf(stdout, NULL, _IOLBF, 0);
   pr = parse_args(argc, argv, &opt);
+  if (pr > 0 && opt.root >= nranks) {
+    if (rank == 0)
+      fprintf(stderr, "%s: root %d out of range (%d ranks)\n", argv[0], opt.root, nranks);
+    pr = -1;
+  }
   if (pr <= 0) {
     if (rank == 0) usage(argv[0]);
     MPI_Finalize();
@@ -193,10 +225,18 @@ int main(int argc, char** argv) {
   memset(sendbuf, 0, bytes); /* touch the pages outside the timed loop */
   memset(recvbuf, 0, bytes);
   if (rank == 0) {
-    int version, subversion;
+    int version, subversion, len = 0, i;
+    char library[MPI_MAX_LIBRARY_VERSION_STRING] = "";
     MPI_Get_version(&version, &subversion);
-    printf("# mpi_allreduce_bench: MPI_Allreduce float sum, MPI %d.%d, %d ranks, host %s\n",
-           version, subversion, nranks, host);
+    MPI_Get_library_version(library, &len);
+    /* The library string can span lines (MPICH's does): keep its first, to name the build. */
+    library[strcspn(library, "\n\r")] = '\0';
+    for (i = 0; library[i]; ++i) {
+      if (library[i] == '\t') library[i] = ' '; /* MPICH's "Version:\t4.0.2" */
+    }
+    printf("# mpi_coll_bench: %s, MPI %d.%d, %d ranks, host %s\n# library: %s\n",
+           opt.collective == BROADCAST ? "MPI_Bcast float" : "MPI_Allreduce float sum", version,
+           subversion, nranks, host, library);
     printf(
         "# nThread 1 nGpus 1 minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d "
         "iters: %d agg iters: 1 validation: 0 graph: 0\n#\n",
@@ -224,7 +264,9 @@ int main(int argc, char** argv) {
     size_t next = opt.step_factor > 1 ? size * opt.step_factor : size + opt.step_bytes;
     if (count > 0) {
       if (rank == 0)
-        printf("%12zu  %12zu  %8s  %6s  %6i", count * sizeof(float), count, "float", "sum", -1);
+        printf("%12zu  %12zu  %8s  %6s  %6i", count * sizeof(float), count, "float",
+               opt.collective == BROADCAST ? "none" : "sum",
+               opt.collective == BROADCAST ? opt.root : -1);
       bench(count, 0, &busbw_sum, &bw_count);
       bench(count, 1, &busbw_sum, &bw_count);
       if (rank == 0) printf("\n");
