@@ -25,11 +25,20 @@ size_t chunk_start(size_t count, size_t elem_size, int nranks, int index) {
 void DirectCollectives::await(int rank, unsigned parity, uint64_t value, Deadline deadline,
                               const OpLabel& what) {
   if (window_->flag(rank, parity) >= value) return;
-  // About to wait: the awaited rank may itself be asleep waiting for our flags.
-  window_->flush();
+  // No flush while spinning: a rank publishes before it awaits the others at the same step, so
+  // the rank we wait for has not reached that step and cannot sleep on our newest flag; older
+  // flags were flushed when their operation ended. The flush's fence would only stall the first
+  // poll until our own flag store completes. Before yielding or sleeping we flush anyway.
   const Clock::time_point start = Clock::now();
-  for (;;) {
+  for (unsigned polls = 1;; ++polls) {
     if (window_->flag(rank, parity) >= value) return;
+    // Reading the clock costs as much as a poll: while spinning, look at it one poll in 16.
+    if (polls % 16 != 0) {
+#if defined(__x86_64__)
+      __builtin_ia32_pause();
+#endif
+      continue;
+    }
     if (abort_ != nullptr && abort_->load(std::memory_order_relaxed)) {
       throw_error(cclRemoteError, "%s: communicator aborted", what.str().c_str());
     }
@@ -38,14 +47,14 @@ void DirectCollectives::await(int rank, unsigned parity, uint64_t value, Deadlin
       throw_error(cclTimeout, "%s: timed out waiting for rank(s) %d", what.str().c_str(), rank);
     }
     const auto idle = now - start;
-    if (idle < policy_.spin) {
-#if defined(__x86_64__)
-      __builtin_ia32_pause();
-#endif
-    } else if (idle < policy_.spin + policy_.yield) {
+    if (idle < policy_.spin) continue;
+    window_->flush();
+    if (idle < policy_.spin + policy_.yield) {
       sched_yield();
+      polls = 15;  // past the spin phase every poll is a yield: look at the clock each time
     } else {
       window_->wait_for(rank, parity, value, deadline.remaining(std::chrono::milliseconds(50)));
+      polls = 15;
     }
   }
 }
