@@ -34,7 +34,7 @@ from typing import Dict, List, Optional, Sequence
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 DEFAULT_SIZES = "8,64K,1M,16M,64M,256M"
-DEFAULT_PEERS = "openmpi,openmpi-nofault,mpich,gloo"
+DEFAULT_PEERS = "openmpi,openmpi-nofault,mpich,gloo,ccl-stream"
 COLLECTIVES = ("allreduce", "broadcast")
 UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 # Gloo moves about 1 GB/s here: past this many bytes per launch it gets fewer timed calls.
@@ -214,7 +214,23 @@ class CclRunner(Runner):
             launcher = [cclrun, "-np", str(self.cfg.np)]
         what = ["-r", "0"] if self.cfg.collective == "broadcast" else ["-o", "sum"]
         return (launcher + [perf] + self.bench_args(size) + ["-d", "float"] + what +
-                ["-c", str(self.cfg.check)] + self.cfg.ccl_args)
+                ["-c", str(self.cfg.check)] + self.mode_args() + self.cfg.ccl_args)
+
+    def mode_args(self):
+        # Blocking calls (the NULL stream: each call returns with its result), as MPI_Allreduce,
+        # MPI_Bcast and torch.distributed's calls are: like is compared with like.
+        return ["-y", "1"]
+
+
+class CclStreamRunner(CclRunner):
+    """ccl as nccl-tests runs by default: the timed calls are queued on a cclStream_t and the
+    stream is synchronized after the loop; the queue's cost is in the time."""
+
+    key = "ccl-stream"
+    label = "ccl (stream)"
+
+    def mode_args(self):
+        return []
 
 
 class MpiRunner(Runner):
@@ -330,7 +346,7 @@ class GlooRunner(Runner):
         return True  # torch's all_reduce and broadcast both work on one tensor
 
 
-RUNNERS = {r.key: r for r in (CclRunner, OpenMpiRunner, OpenMpiPersistentRunner, MpichRunner,
+RUNNERS = {r.key: r for r in (CclRunner, CclStreamRunner, OpenMpiRunner, OpenMpiPersistentRunner, MpichRunner,
                               GlooRunner)}
 
 
@@ -448,6 +464,10 @@ def notes(sizes, runners, in_place: bool) -> List[str]:
     """What a reader needs to read the table right: the verdict columns, and where peers did not
     run exactly the same thing."""
     out = []
+    if runners and runners[0].key == "ccl":
+        out.append("ccl: blocking calls (NULL stream, *_perf -y 1), as the peers' calls are; "
+                   "ccl (stream): queued on a cclStream_t and synchronized after the timed loop "
+                   "(nccl-tests' default).")
     if len(runners) > 1:
         base = runners[0].label
         out.append(f"\"{base} vs X\": X's time / {base}'s time, which at one size is also "

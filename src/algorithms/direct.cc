@@ -68,7 +68,7 @@ void DirectCollectives::await_all(unsigned parity, uint64_t value, Deadline dead
 
 unsigned DirectCollectives::begin(Deadline deadline, const OpLabel& what) {
   ++sequence_;
-  if (sequence_ > 1) await_all((sequence_ - 1) & 1, 2 * (sequence_ - 1), deadline, what);
+  if (sequence_ > 1) await_all((sequence_ - 1) & 1, mark(sequence_ - 1, 0), deadline, what);
   return sequence_ & 1;
 }
 
@@ -86,6 +86,15 @@ void DirectCollectives::reduce_range(std::byte* dst, size_t offset, size_t count
   for (int r = 2; r < n; ++r) op.reduce(dst, dst, source(r), count);
 }
 
+const std::byte* DirectCollectives::own_contribution(const std::byte* in, const std::byte* out,
+                                                     const std::byte* mine) const {
+  // Our contribution is read from the input where we can: the mailbox copy's cache line may still
+  // be on its way to the peers (reading it back stalls until our stores have left), while the
+  // input is ours alone. In place, with ranks 0 and 1 ahead of us in the order, the output
+  // overwrites the input before our turn: then from the copy.
+  return in == out && window_->rank() >= 2 ? mine : in;
+}
+
 void DirectCollectives::all_reduce(const void* input, void* output, size_t count, const ExecOp& op,
                                    Deadline deadline, const OpLabel& what) {
   const size_t es = op.elem_size;
@@ -100,13 +109,12 @@ void DirectCollectives::all_reduce(const void* input, void* output, size_t count
 
   if (bytes <= oneshot_max_ || n == 1) {
     memcpy(mine, in, bytes);
-    window_->publish(p, 2 * s);
-    await_all(p, 2 * s, deadline, what);
-    // Our own contribution from the mailbox copy: in place, the output overwrites the input.
+    window_->publish(p, mark(s, 0));
+    await_all(p, mark(s, 0), deadline, what);
     if (n == 1) {
       memcpy(out, mine, bytes);
     } else {
-      reduce_range(out, 0, count, p, bytes, mine, op);
+      reduce_range(out, 0, count, p, bytes, own_contribution(in, out, mine), op);
     }
     if (op.divide != nullptr) op.divide(out, count, op.divisor);
     window_->flush();
@@ -118,15 +126,10 @@ void DirectCollectives::all_reduce(const void* input, void* output, size_t count
   const size_t hi = chunk_start(count, es, n, me + 1);
   memcpy(mine, in, lo * es);
   memcpy(mine + hi * es, in + hi * es, (count - hi) * es);
-  // Our chunk straight from the input, unless the output (same memory, in place) is written
-  // before our contribution is read: with ranks 0 and 1 ahead of us in the order.
-  const std::byte* own = in + lo * es;
-  if (in == out && me >= 2) {
-    memcpy(mine + lo * es, in + lo * es, (hi - lo) * es);
-    own = mine + lo * es;
-  }
-  window_->publish(p, 2 * s);
-  await_all(p, 2 * s, deadline, what);
+  if (in == out && me >= 2) memcpy(mine + lo * es, in + lo * es, (hi - lo) * es);
+  const std::byte* own = own_contribution(in, out, mine) + lo * es;
+  window_->publish(p, mark(s, 0));
+  await_all(p, mark(s, 0), deadline, what);
 
   // Reduce our chunk, put the result where the others read it, gather theirs.
   if (hi > lo) {
@@ -134,12 +137,12 @@ void DirectCollectives::all_reduce(const void* input, void* output, size_t count
     if (op.divide != nullptr) op.divide(out + lo * es, hi - lo, op.divisor);
     memcpy(mine + lo * es, out + lo * es, (hi - lo) * es);
   }
-  window_->publish(p, 2 * s + 1);
+  window_->publish(p, mark(s, 1));
   for (int i = 1; i < n; ++i) {
     const int r = (me + i) % n;  // start at different ranks: spread the readers
     const size_t rlo = chunk_start(count, es, n, r);
     const size_t rhi = chunk_start(count, es, n, r + 1);
-    await(r, p, 2 * s + 1, deadline, what);
+    await(r, p, mark(s, 1), deadline, what);
     if (rhi > rlo) {
       memcpy(out + rlo * es, window_->mailbox(r, p, bytes) + rlo * es, (rhi - rlo) * es);
     }
@@ -151,22 +154,32 @@ void DirectCollectives::broadcast(const void* input, void* output, size_t bytes,
                                   Deadline deadline, const OpLabel& what) {
   const unsigned p = begin(deadline, what);
   const uint64_t s = sequence_;
+  std::byte* box = window_->mailbox(root, p, bytes);
+  const size_t pieces = (bytes + kBroadcastPiece - 1) / kBroadcastPiece;
+  auto piece = [&](size_t k) { return std::min(kBroadcastPiece, bytes - k * kBroadcastPiece); };
   if (window_->rank() == root) {
-    memcpy(window_->mailbox(root, p, bytes), input, bytes);
-    window_->publish(p, 2 * s);
+    const auto* in = static_cast<const std::byte*>(input);
+    for (size_t k = 0; k < pieces; ++k) {
+      memcpy(box + k * kBroadcastPiece, in + k * kBroadcastPiece, piece(k));
+      window_->publish(p, mark(s, k + 1));
+      window_->flush();  // a receiver may sleep; one fence per piece is nothing next to its copy
+    }
     if (output != input) memcpy(output, input, bytes);
-  } else {
-    await(root, p, 2 * s, deadline, what);
-    memcpy(output, window_->mailbox(root, p, bytes), bytes);
-    window_->publish(p, 2 * s);  // done reading: the root may reuse the mailbox
+    return;
   }
+  auto* out = static_cast<std::byte*>(output);
+  for (size_t k = 0; k < pieces; ++k) {
+    await(root, p, mark(s, k + 1), deadline, what);
+    memcpy(out + k * kBroadcastPiece, box + k * kBroadcastPiece, piece(k));
+  }
+  window_->publish(p, mark(s, 0));  // done reading: the root may reuse the mailbox
   window_->flush();
 }
 
 void DirectCollectives::barrier(Deadline deadline, const OpLabel& what) {
   const unsigned p = begin(deadline, what);
-  window_->publish(p, 2 * sequence_);
-  await_all(p, 2 * sequence_, deadline, what);
+  window_->publish(p, mark(sequence_, 0));
+  await_all(p, mark(sequence_, 0), deadline, what);
   window_->flush();
 }
 

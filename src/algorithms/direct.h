@@ -6,15 +6,18 @@
 //
 // The protocol (each rank numbers its direct operations s = 1, 2, ...; all ranks run the same
 // operations in the same order, so their numbers agree):
-//   - operation s uses the mailboxes of parity p = s % 2; its flag values are 2s (phase 0: "my
-//     input is in my mailbox", or for a broadcast receiver "I have the data") and 2s+1 (phase 1:
-//     "my reduced chunk is in my mailbox"). Flags only grow.
-//   - before writing its mailbox of parity p, a rank waits until every peer's flag of operation
-//     s-1 reached 2(s-1): a peer raises that flag only after it finished operation s-2, the last
-//     one that read this rank's parity-p mailbox. (Inside an allreduce this always holds already.)
+//   - operation s uses the mailboxes of parity p = s % 2; its flag values are mark(s, k) =
+//     s * 2^20 + k for its steps k: k = 0 "my input is in my mailbox" (or, for a broadcast
+//     receiver, "I have the data"), k = 1 "my reduced chunk is in my mailbox" (two-shot), and
+//     for a broadcast root k = 1, 2, ... "the first k pieces are in my mailbox". Flags only grow.
+//   - before writing its mailbox of parity p, a rank waits until every peer's flag reached
+//     mark(s-1, 0): a peer raises that flag only after it finished operation s-2, the last one
+//     that read this rank's parity-p mailbox. (Inside an allreduce this always holds already.)
 // Allreduce: one-shot (every rank reduces the whole vector, reading all mailboxes) for small
 // messages; two-shot (rank r reduces chunk r into its mailbox, then everyone gathers the chunks)
-// above `oneshot_max`. Every rank adds the contributions in rank order 0, 1, ..., n-1, so all
+// above `oneshot_max`. Broadcast: the root copies its data into its mailbox piece by piece
+// and the others copy each piece out as soon as it is there, so the two copies overlap.
+// Every rank adds the contributions in rank order 0, 1, ..., n-1, so all
 // ranks get bit-identical results, as with the ring.
 #pragma once
 
@@ -41,7 +44,13 @@ class DirectCollectives {
                          : transport::SharedWindow::kInlineBytes),
         // The numbering continues from the own flags: the window's state is all in shared
         // memory, so a new instance over a used window goes on where the last one stopped.
-        sequence_(std::max(window->flag(window->rank(), 0), window->flag(window->rank(), 1)) / 2) {}
+        sequence_(std::max(window->flag(window->rank(), 0), window->flag(window->rank(), 1)) >>
+                  kStepBits) {}
+
+  static constexpr unsigned kStepBits = 20;
+  static uint64_t mark(uint64_t sequence, uint64_t step) { return (sequence << kStepBits) | step; }
+  // Broadcast pieces: big enough that a flag per piece costs nothing, small enough to overlap.
+  static constexpr size_t kBroadcastPiece = 64 * 1024;
 
   // The largest message (bytes) these collectives take.
   size_t max_bytes() const { return window_->capacity(); }
@@ -58,6 +67,8 @@ class DirectCollectives {
   // Until flag(rank, parity) >= value: spin, then yield, then sleep (WaitPolicy).
   void await(int rank, unsigned parity, uint64_t value, Deadline deadline, const OpLabel& what);
   void await_all(unsigned parity, uint64_t value, Deadline deadline, const OpLabel& what);
+  const std::byte* own_contribution(const std::byte* in, const std::byte* out,
+                                    const std::byte* mine) const;
   void reduce_range(std::byte* dst, size_t offset, size_t count, unsigned parity, size_t bytes,
                     const std::byte* own, const ExecOp& op);
 

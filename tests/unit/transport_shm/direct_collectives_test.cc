@@ -167,6 +167,33 @@ TEST(DirectCollectives, MixedBackToBackOperations) {
   }
 }
 
+// A broadcast of many pieces (each published as soon as it is in the mailbox), in place and not,
+// from every root, back to back.
+TEST(DirectCollectives, PipelinedBroadcastOfManyPieces) {
+  const size_t window = 1 << 20;
+  for (int n : {2, 3}) {
+    expect_all_ok(run_shm_threads(n, window_options(window), [&](RankEnv& env) {
+      auto dc = direct(env);
+      for (size_t bytes :
+           {window, 5 * algo::DirectCollectives::kBroadcastPiece + 12, size_t{100}}) {
+        for (int root = 0; root < n; ++root) {
+          for (bool in_place : {false, true}) {
+            std::vector<uint8_t> in(bytes), out(bytes, 0);
+            for (size_t i = 0; i < bytes; ++i) in[i] = static_cast<uint8_t>(i * 7 + env.rank);
+            uint8_t* dst = in_place ? in.data() : out.data();
+            dc.broadcast(in.data(), dst, bytes, root, env.deadline, {"broadcast", 0});
+            for (size_t i = 0; i < bytes; ++i) {
+              require(dst[i] == static_cast<uint8_t>(i * 7 + root),
+                      "broadcast of " + std::to_string(bytes) + " from " + std::to_string(root) +
+                          " at byte " + std::to_string(i));
+            }
+          }
+        }
+      }
+    }));
+  }
+}
+
 TEST(DirectCollectives, TwoShotAboveTheOneShotLimitOnly) {
   // The same result whatever the split: oneshot 0 forces two-shot above the inline size.
   expect_all_ok(run_shm_threads(3, window_options(), [&](RankEnv& env) {
