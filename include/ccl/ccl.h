@@ -139,6 +139,13 @@ CCL_API cclResult_t cclCommGetAsyncError(cclComm_t comm, cclResult_t* asyncError
 CCL_API cclResult_t cclCommCount(const cclComm_t comm, int* count);
 CCL_API cclResult_t cclCommUserRank(const cclComm_t comm, int* rank);
 
+/** Host memory that the other ranks of this host can map (as NCCL's ncclMemAlloc): a broadcast
+ *  whose buffers lie in it moves each byte once, the copies split over the ranks. Any size > 0;
+ *  page aligned. Beyond API.md. */
+CCL_API cclResult_t cclMemAlloc(void** ptr, size_t size);
+/** Frees memory from cclMemAlloc; cclInvalidArgument for any other pointer. */
+CCL_API cclResult_t cclMemFree(void* ptr);
+
 CCL_API cclResult_t cclRedOpCreatePreMulSum(cclRedOp_t* op, void* scalar, cclDataType_t datatype,
                                             int residence, cclComm_t comm);
 CCL_API cclResult_t cclRedOpDestroy(cclRedOp_t op, cclComm_t comm);

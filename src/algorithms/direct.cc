@@ -2,6 +2,7 @@
 
 #include <sched.h>
 
+#include <cstddef>
 #include <cstring>
 
 #include "core/error.h"
@@ -19,6 +20,18 @@ size_t chunk_start(size_t count, size_t elem_size, int nranks, int index) {
   size_t start = per * static_cast<size_t>(index);
   return start < count ? start : count;
 }
+
+// A rank's inline mailbox area during broadcast_registered's agreement.
+struct RegisteredOffer {
+  transport::RemoteRegion region;
+  uint64_t registered;  // the buffer (root: input, receiver: output) lies in registered memory
+  uint64_t status;      // receiver: 1 if it mapped the root's buffer; root: the receivers it
+                        // writes a share of (bit r for rank r)
+};
+static_assert(sizeof(RegisteredOffer) <= transport::SharedWindow::kInlineBytes);
+
+// The part of a helped receiver's output the root writes: [0, share).
+size_t root_share(size_t bytes, int nranks) { return bytes / nranks / 64 * 64; }
 
 }  // namespace
 
@@ -174,6 +187,80 @@ void DirectCollectives::broadcast(const void* input, void* output, size_t bytes,
   }
   window_->publish(p, mark(s, 0));  // done reading: the root may reuse the mailbox
   window_->flush();
+}
+
+bool DirectCollectives::broadcast_registered(const void* input, void* output, size_t bytes,
+                                             int root, Deadline deadline, const OpLabel& what) {
+  const unsigned p = begin(deadline, what);
+  const uint64_t s = sequence_;
+  const int me = window_->rank();
+  const int n = window_->nranks();
+  const bool is_root = me == root;
+  auto offer_of = [&](int r) {
+    RegisteredOffer o;
+    memcpy(&o, window_->mailbox(r, p, sizeof(RegisteredOffer)), sizeof(o));
+    return o;
+  };
+  auto* mine = window_->mailbox(me, p, sizeof(RegisteredOffer));
+
+  // 1. Who is registered.
+  RegisteredOffer offer{};
+  offer.registered = window_->describe(is_root ? input : output, bytes, &offer.region) ? 1 : 0;
+  memcpy(mine, &offer, sizeof(offer));
+  window_->publish(p, mark(s, 0));
+  await_all(p, mark(s, 0), deadline, what);
+  const RegisteredOffer from_root = offer_of(root);
+  if (from_root.registered == 0) {
+    window_->flush();
+    return false;
+  }
+
+  // 2. Who could map what. An in-place root helps the receivers it can reach (up to 64).
+  const std::byte* source = nullptr;
+  std::byte* helped[64] = {};
+  uint64_t status = 0;
+  if (!is_root) {
+    source = window_->map_region(root, from_root.region, bytes);
+    status = source != nullptr ? 1 : 0;
+  } else if (input == output && n <= 64) {
+    for (int r = 0; r < n; ++r) {
+      const RegisteredOffer o = r == root ? RegisteredOffer{} : offer_of(r);
+      if (o.registered == 0) continue;
+      helped[r] = window_->map_region(r, o.region, bytes);
+      if (helped[r] != nullptr) status |= uint64_t{1} << r;
+    }
+  }
+  memcpy(mine + offsetof(RegisteredOffer, status), &status, sizeof(status));
+  window_->publish(p, mark(s, 1));
+  await_all(p, mark(s, 1), deadline, what);
+  for (int r = 0; r < n; ++r) {
+    if (r != root && offer_of(r).status == 0) {
+      window_->flush();
+      return false;  // some receiver cannot read the root's buffer: everyone falls back
+    }
+  }
+  const uint64_t root_helps = offer_of(root).status;
+  const size_t share = root_share(bytes, n);
+
+  // 3. The copies, then: receivers tell the root they are done with its input, the root tells
+  //    the receivers it helped that their output is complete.
+  if (is_root) {
+    for (int r = 0; r < n; ++r) {
+      if (root_helps & (uint64_t{1} << r)) memcpy(helped[r], input, share);
+    }
+    if (output != input) memcpy(output, input, bytes);
+  } else {
+    const size_t from = (root_helps & (uint64_t{1} << me)) ? share : 0;
+    memcpy(static_cast<std::byte*>(output) + from, source + from, bytes - from);
+  }
+  window_->publish(p, mark(s, 2));
+  if (is_root) {
+    await_all(p, mark(s, 2), deadline, what);
+  } else if (root_helps & (uint64_t{1} << me)) {
+    await(root, p, mark(s, 2), deadline, what);
+  }
+  window_->flush();
+  return true;
 }
 
 void DirectCollectives::barrier(Deadline deadline, const OpLabel& what) {

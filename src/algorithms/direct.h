@@ -61,6 +61,16 @@ class DirectCollectives {
                  const OpLabel& what);
   void barrier(Deadline deadline, const OpLabel& what);
 
+  // Broadcast between buffers in registered memory (cclMemAlloc): each receiver copies straight
+  // from the root's buffer, and an in-place root, which has no copy of its own to make, writes a
+  // share of every registered receiver's output itself: one copy per byte, split over the cores.
+  // The ranks first agree (two flag exchanges) that the root's buffer is registered and every
+  // receiver could map it; false if not (the operation then did nothing: use broadcast()).
+  bool broadcast_registered(const void* input, void* output, size_t bytes, int root,
+                            Deadline deadline, const OpLabel& what);
+  // Below this size the agreement costs more than the copy it saves.
+  static constexpr size_t kRegisteredBroadcastMin = 256 * 1024;
+
  private:
   // Starts operation s: waits until the own parity-p mailbox may be written; returns p.
   unsigned begin(Deadline deadline, const OpLabel& what);

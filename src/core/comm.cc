@@ -261,7 +261,19 @@ void Communicator::broadcast(const void* sendbuff, void* recvbuff, size_t count,
   if (count == 0) return;
   algo::ExecOp exec;
   exec.elem_size = reduce::datatype_size(type);
-  if (direct_fits(count * exec.elem_size)) {
+  const size_t bytes = count * exec.elem_size;
+  if (direct_ && bytes >= algo::DirectCollectives::kRegisteredBroadcastMin) {
+    bool done = false;
+    run_op("broadcast", [&](Deadline deadline, const algo::OpLabel& name) {
+      done = direct_->broadcast_registered(sendbuff, recvbuff, bytes, root, deadline, name);
+    });
+    if (done) {
+      CCL_TRACE(kColl, "broadcast #%llu: one copy through registered memory",
+                static_cast<unsigned long long>(sequence_));
+      return;
+    }
+  }
+  if (direct_fits(bytes)) {
     return run_op("broadcast", [&](Deadline deadline, const algo::OpLabel& name) {
       direct_->broadcast(sendbuff, recvbuff, count * exec.elem_size, root, deadline, name);
     });

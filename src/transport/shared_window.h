@@ -24,6 +24,12 @@
 
 namespace ccl::transport {
 
+// A region of registered memory (cclMemAlloc) as its owner describes it to peers: opaque here,
+// small enough to travel in a mailbox's inline area.
+struct RemoteRegion {
+  uint64_t words[4];
+};
+
 class SharedWindow {
  public:
   // Bytes that fit in the flag's cache line: a message this small travels with its flag.
@@ -50,6 +56,16 @@ class SharedWindow {
   // with the sleep is never lost. Throws RemoteError if that rank died before publishing.
   virtual void wait_for(int rank, unsigned parity, uint64_t value,
                         std::chrono::microseconds timeout) = 0;
+
+  // Registered memory: whether [ptr, ptr + bytes) of this process lies in memory the other ranks
+  // can map (then its description), and the address of a rank's described region here (nullptr
+  // if it cannot be mapped). Windows without the capability answer false / nullptr.
+  virtual bool describe(const void* /*ptr*/, size_t /*bytes*/, RemoteRegion* /*out*/) {
+    return false;
+  }
+  virtual std::byte* map_region(int /*rank*/, const RemoteRegion& /*region*/, size_t /*bytes*/) {
+    return nullptr;
+  }
 };
 
 }  // namespace ccl::transport

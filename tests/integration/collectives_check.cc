@@ -88,6 +88,55 @@ void check_broadcast(cclComm_t comm, cclDataType_t type, size_t count, int root,
   compare(in_place ? "broadcast in-place" : "broadcast", type, out, want.data, count);
 }
 
+// Broadcast between buffers from cclMemAlloc (the single-copy path over shared memory), at
+// sizes on both sides of where that path starts, with the data at odd offsets; `mixed`: every
+// odd rank receives into ordinary memory, and the root's buffer is ordinary when root is odd
+// (then every rank falls back to the ordinary path).
+void check_registered_broadcast(cclComm_t comm, int root, size_t count, bool in_place, bool mixed) {
+  const size_t bytes = count * sizeof(float);
+  const bool registered = !mixed || g_rank % 2 == 0;
+  void* mem = nullptr;
+  std::vector<uint8_t> plain;
+  uint8_t* base = nullptr;
+  if (registered) {
+    EXPECT_RESULT(cclMemAlloc(&mem, 2 * bytes + 64), cclSuccess);
+    if (mem == nullptr) return;
+    base = static_cast<uint8_t*>(mem);
+  } else {
+    plain.resize(2 * bytes + 64);
+    base = plain.data();
+  }
+  uint8_t* send = base + 4;  // float-aligned, not cache-line aligned
+  uint8_t* recv = base + bytes + 36;
+  std::vector<uint8_t> want(bytes);
+  for (size_t i = 0; i < count; ++i) {
+    store_value(cclFloat32, want.data(), i, static_cast<double>((i * 11 + root) % 9));
+  }
+  if (g_rank == root) memcpy(send, want.data(), bytes);
+  uint8_t* out = in_place && g_rank == root ? send : recv;
+  EXPECT_RESULT(
+      cclBroadcast(g_rank == root ? send : nullptr, out, count, cclFloat32, root, comm, nullptr),
+      cclSuccess);
+  char what[96];
+  snprintf(what, sizeof(what), "registered broadcast%s%s", in_place ? " in-place" : "",
+           mixed ? " mixed" : "");
+  compare(what, cclFloat32, out, want.data(), count);
+  if (mem != nullptr) EXPECT_RESULT(cclMemFree(mem), cclSuccess);
+}
+
+void check_memory_errors() {
+  void* p = nullptr;
+  int local = 0;
+  EXPECT_RESULT(cclMemAlloc(nullptr, 64), cclInvalidArgument);
+  EXPECT_RESULT(cclMemAlloc(&p, 0), cclInvalidArgument);
+  EXPECT_RESULT(cclMemFree(nullptr), cclInvalidArgument);
+  EXPECT_RESULT(cclMemFree(&local), cclInvalidArgument);
+  EXPECT_RESULT(cclMemAlloc(&p, 100), cclSuccess);
+  EXPECT_RESULT(cclMemFree(static_cast<char*>(p) + 8), cclInvalidArgument);
+  EXPECT_RESULT(cclMemFree(p), cclSuccess);
+  EXPECT_RESULT(cclMemFree(p), cclInvalidArgument);  // twice
+}
+
 void check_stream(cclComm_t comm, int nranks) {
   cclStream_t stream = nullptr;
   EXPECT_RESULT(cclStreamCreate(&stream), cclSuccess);
@@ -180,6 +229,16 @@ int main(int argc, char** argv) {
       if (quick && count > 1000) continue;
       check_broadcast(comm, cclFloat32, count, root, false);
       check_broadcast(comm, cclUint8, count, root, true);
+    }
+  }
+  check_memory_errors();
+  for (int root = 0; root < nranks; ++root) {
+    for (size_t count : {size_t{1000}, size_t{65537}, size_t{300007}}) {
+      if (quick && count > 65537) continue;
+      for (bool in_place : {false, true}) {
+        check_registered_broadcast(comm, root, count, in_place, false);
+        check_registered_broadcast(comm, root, count, in_place, true);
+      }
     }
   }
   check_stream(comm, nranks);

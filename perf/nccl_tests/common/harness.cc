@@ -32,19 +32,36 @@ struct Failure : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-struct FreeDeleter {
-  void operator()(void* p) const { std::free(p); }
+// Frees with std::free or, for registered buffers (-R), cclMemFree.
+struct BufferDeleter {
+  bool registered = false;
+  void operator()(char* p) const {
+    if (registered) {
+      cclMemFree(p);
+    } else {
+      std::free(p);
+    }
+  }
 };
-using Buffer = std::unique_ptr<char, FreeDeleter>;
+using Buffer = std::unique_ptr<char, BufferDeleter>;
 
-// Page-aligned and touched, so that page faults stay out of the timed loop.
-Buffer allocate(size_t bytes) {
+// Page-aligned and touched, so that page faults stay out of the timed loop. `registered` (-R 1
+// or 2): from cclMemAlloc, memory the other ranks can map (nccl-tests' ncclMemAlloc buffers).
+Buffer allocate(size_t bytes, bool registered) {
   const size_t page = 4096;
   const size_t rounded = std::max<size_t>((bytes + page - 1) / page * page, page);
-  void* p = std::aligned_alloc(page, rounded);
-  if (!p) throw Failure("cannot allocate " + std::to_string(rounded) + " bytes");
+  void* p = nullptr;
+  if (registered) {
+    if (cclMemAlloc(&p, rounded) != cclSuccess) {
+      throw Failure("cclMemAlloc of " + std::to_string(rounded) +
+                    " bytes failed: " + cclGetLastError(nullptr));
+    }
+  } else {
+    p = std::aligned_alloc(page, rounded);
+    if (!p) throw Failure("cannot allocate " + std::to_string(rounded) + " bytes");
+  }
   std::memset(p, 0, rounded);
-  return Buffer(static_cast<char*>(p));
+  return Buffer(static_cast<char*>(p), BufferDeleter{registered});
 }
 
 double seconds_since(Clock::time_point t0) {
@@ -77,9 +94,9 @@ class Bench {
     if (info_.has_root && o_.root >= n_)
       throw Failure("root " + std::to_string(o_.root) + " is not a rank of " + std::to_string(n_));
     if (o_.check && !check_supported()) throw Failure("-c: no checker for this collective yet");
-    send_ = allocate(o_.max_bytes);
-    recv_ = allocate(o_.max_bytes);
-    if (o_.check) expected_ = allocate(o_.max_bytes);
+    send_ = allocate(o_.max_bytes, o_.local_register != 0);
+    recv_ = allocate(o_.max_bytes, o_.local_register != 0);
+    if (o_.check) expected_ = allocate(o_.max_bytes, false);
     if (!o_.blocking && !o_.stream_null) call(cclStreamCreate(&stream_), "cclStreamCreate");
     report_.options = o_;
     print(column_header(o_.report_cputime != 0));

@@ -122,13 +122,7 @@ class Parser {
         return true;
       }
       case 'R':
-        if (!int_in(value, 0, 2, &o_.local_register, "local_register")) return false;
-        if (o_.local_register != 0) {
-          r_->notes.push_back(
-              "Option -R (buffer registration) is not supported yet by ccl. Ignoring");
-          o_.local_register = 0;
-        }
-        return true;
+        return int_in(value, 0, 2, &o_.local_register, "local_register");
       case 'h':
         o_.help = true;
         return true;
@@ -330,7 +324,7 @@ std::string usage(std::string_view program) {
       "[-G,--cudagraph <num graph launches>] (ignored on host)",
       "[-C,--report_cputime <0/1>]",
       "[-a,--average <0/1/2/3> report average iteration time <0=RANK0/1=AVG/2=MIN/3=MAX>]",
-      "[-R,--local_register <0/1/2>] (not supported yet: ignored)",
+      "[-R,--local_register <0/1/2>]",
       "[--json <file> write the parameters and results as JSON (rank 0)]",
       "[-h,--help]",
   };

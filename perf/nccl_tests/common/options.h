@@ -36,7 +36,7 @@ struct Options {
   int cuda_graph = 0;      // -G: accepted, ignored on host
   int report_cputime = 0;  // -C
   Average average = Average::Mean;
-  int local_register = 0;  // -R: accepted; registration is not implemented yet
+  int local_register = 0;  // -R 1|2: send/receive buffers from cclMemAlloc
   std::string json_path;   // --json FILE (ours)
   bool help = false;
 };

@@ -110,4 +110,14 @@ cclResult_t cclStreamSynchronize(cclStream_t) { return cclSuccess; }
 cclResult_t cclStreamQuery(cclStream_t) { return cclSuccess; }
 cclResult_t cclStreamDestroy(cclStream_t) { return cclSuccess; }
 
+// Registered memory (-R): plain memory here, the fake has no peers to share it with.
+cclResult_t cclMemAlloc(void** ptr, size_t size) {
+  *ptr = std::aligned_alloc(4096, (size + 4095) / 4096 * 4096);
+  return *ptr ? cclSuccess : cclSystemError;
+}
+cclResult_t cclMemFree(void* ptr) {
+  std::free(ptr);
+  return cclSuccess;
+}
+
 }  // extern "C"

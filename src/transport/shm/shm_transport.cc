@@ -301,13 +301,14 @@ void ShmTransport::make_window(const SegmentGeometry& own_geometry, std::span<co
   if (capacity == 0) return;
   std::vector<shm::WindowView> views(peers.size() + 1);
   views[rank_] = {own_.base() + own_geometry.window_offset(), own_geometry.window_bulk_stride(),
-                  reinterpret_cast<Doorbell*>(own_.base() + shm::kDoorbellOffset), nullptr};
+                  reinterpret_cast<Doorbell*>(own_.base() + shm::kDoorbellOffset), nullptr,
+                  static_cast<int>(getpid())};
   for (size_t i = 0; i < peers.size(); ++i) {
     SegmentGeometry g = peer_info[i].geometry();
     std::byte* header = peer_segments_[2 * i].base();  // the peer's [0, channels_offset) window
     views[peers[i]] = {header + g.window_offset(), g.window_bulk_stride(),
                        reinterpret_cast<Doorbell*>(header + shm::kDoorbellOffset),
-                       &connections_[i]->liveness()};
+                       &connections_[i]->liveness(), peer_info[i].pid};
   }
   window_ =
       std::make_unique<shm::ShmWindow>(rank_, std::move(views), capacity, &interrupt_pending_);

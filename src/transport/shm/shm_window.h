@@ -9,6 +9,7 @@
 
 #include "transport/shared_window.h"
 #include "transport/shm/peer_liveness.h"
+#include "transport/shm/registered_memory.h"
 #include "transport/shm/shm_layout.h"
 
 namespace ccl::transport::shm {
@@ -19,6 +20,7 @@ struct WindowView {
   size_t bulk_stride = 0;                  // bytes from bulk area 0 to bulk area 1
   Doorbell* bell = nullptr;                // that rank's doorbell
   const PeerLiveness* liveness = nullptr;  // nullptr for ourselves
+  int pid = 0;                             // the process of that rank
 };
 
 class ShmWindow final : public SharedWindow {
@@ -45,6 +47,12 @@ class ShmWindow final : public SharedWindow {
   }
   void wait_for(int rank, unsigned parity, uint64_t value,
                 std::chrono::microseconds timeout) override;
+  bool describe(const void* ptr, size_t bytes, RemoteRegion* out) override {
+    return registered_find(ptr, bytes, out);
+  }
+  std::byte* map_region(int rank, const RemoteRegion& region, size_t bytes) override {
+    return mapper_.map(views_[rank].pid, region, bytes);
+  }
 
  private:
   MailboxLine* line(int rank, unsigned parity) const {
@@ -58,6 +66,7 @@ class ShmWindow final : public SharedWindow {
   std::vector<WindowView> views_;
   size_t capacity_;
   std::atomic<bool>* interrupt_pending_;
+  RegisteredMapper mapper_;
 };
 
 }  // namespace ccl::transport::shm

@@ -16,6 +16,7 @@
 #include "algorithms/reduce/reduce.h"
 #include "core/error.h"
 #include "shm_harness.h"
+#include "transport/shm/registered_memory.h"
 
 namespace ccl::test {
 namespace {
@@ -282,6 +283,82 @@ TEST(DirectCollectives, ExitedPeerIsRemoteError) {
   }
   EXPECT_EQ(wait_child(child, 10s), 0);
   EXPECT_TRUE(shm_files_of(tag).empty());
+}
+
+}  // namespace
+}  // namespace ccl::test
+
+namespace ccl::test {
+namespace {
+
+TEST(RegisteredMemory, FindsRegionsInsideOneAllocationOnly) {
+  const size_t bytes = 3 * 4096 + 5;
+  auto* base = static_cast<std::byte*>(transport::shm::registered_alloc(bytes));
+  transport::RemoteRegion region;
+  EXPECT_TRUE(transport::shm::registered_find(base, bytes, &region));
+  EXPECT_TRUE(transport::shm::registered_find(base + 100, 4096, &region));
+  EXPECT_TRUE(transport::shm::registered_find(base + 4 * 4096, 0, &region));     // the end
+  EXPECT_FALSE(transport::shm::registered_find(base + 100, 4 * 4096, &region));  // past the end
+  int local = 0;
+  EXPECT_FALSE(transport::shm::registered_find(&local, sizeof(local), &region));
+  transport::shm::registered_free(base);
+  EXPECT_FALSE(transport::shm::registered_find(base, 1, &region));
+  EXPECT_THROW(transport::shm::registered_free(base), Error);
+}
+
+TEST(RegisteredMemory, MapperSeesTheOwnersBytesAndRejectsBadHandles) {
+  auto* base = static_cast<std::byte*>(transport::shm::registered_alloc(8192));
+  base[5000] = std::byte{42};
+  transport::RemoteRegion region;
+  ASSERT_TRUE(transport::shm::registered_find(base + 4096, 4096, &region));
+  transport::shm::RegisteredMapper mapper;
+  std::byte* mapped = mapper.map(getpid(), region, 4096);
+  ASSERT_NE(mapped, nullptr);
+  EXPECT_NE(mapped, base + 4096);  // a second mapping of the same memory
+  EXPECT_EQ(mapped[5000 - 4096], std::byte{42});
+  mapped[1] = std::byte{7};
+  EXPECT_EQ(base[4097], std::byte{7});
+  EXPECT_EQ(mapper.map(getpid(), region, 4097), nullptr);  // more than the allocation holds
+  transport::RemoteRegion garbage{{999, 12345, 0, 8192}};
+  EXPECT_EQ(mapper.map(getpid(), garbage, 16), nullptr);  // no such fd
+  EXPECT_EQ(mapper.map(999999999, region, 16), nullptr);  // no such process
+  transport::shm::registered_free(base);
+}
+
+// Registered broadcast over the shm window, ranks as threads: every root, in place and not, a
+// receiver in ordinary memory (the root then helps only the others), and an unregistered root
+// (everyone falls back, and says so).
+TEST(DirectCollectives, RegisteredBroadcast) {
+  const int n = 3;
+  const size_t bytes = 300000;
+  expect_all_ok(run_shm_threads(n, window_options(), [&](RankEnv& env) {
+    auto dc = direct(env);
+    auto* mem = static_cast<uint8_t*>(transport::shm::registered_alloc(2 * bytes + 128));
+    std::vector<uint8_t> plain(bytes);
+    for (int root = 0; root < n; ++root) {
+      for (int variant = 0; variant < 3; ++variant) {
+        const bool in_place = variant != 0;
+        const bool plain_receiver = variant == 2 && env.rank == (root + 1) % n;
+        uint8_t* in = mem + 8;
+        uint8_t* out = in_place && env.rank == root ? in
+                       : plain_receiver             ? plain.data()
+                                                    : mem + bytes + 72;
+        for (size_t i = 0; i < bytes; ++i) in[i] = static_cast<uint8_t>(i * 5 + env.rank);
+        bool done = dc.broadcast_registered(in, out, bytes, root, env.deadline, {"bcast", 0});
+        require(done, "registered broadcast fell back");
+        for (size_t i = 0; i < bytes; ++i) {
+          require(out[i] == static_cast<uint8_t>(i * 5 + root),
+                  "root " + std::to_string(root) + " variant " + std::to_string(variant) +
+                      " byte " + std::to_string(i));
+        }
+      }
+      std::vector<uint8_t> unregistered(bytes), out(bytes);
+      require(!dc.broadcast_registered(unregistered.data(), out.data(), bytes, root, env.deadline,
+                                       {"bcast", 1}),
+              "an unregistered root must fall back");
+    }
+    transport::shm::registered_free(mem);
+  }));
 }
 
 }  // namespace
