@@ -35,6 +35,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 DEFAULT_SIZES = "8,64K,1M,16M,64M,256M"
 DEFAULT_PEERS = "openmpi,openmpi-nofault,mpich,gloo,ccl-stream"
+# Registered buffers change only the broadcast: it is a default peer there alone.
+DEFAULT_PEERS_BROADCAST = DEFAULT_PEERS + ",ccl-registered"
 COLLECTIVES = ("allreduce", "broadcast")
 UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 # Gloo moves about 1 GB/s here: past this many bytes per launch it gets fewer timed calls.
@@ -346,7 +348,18 @@ class GlooRunner(Runner):
         return True  # torch's all_reduce and broadcast both work on one tensor
 
 
-RUNNERS = {r.key: r for r in (CclRunner, CclStreamRunner, OpenMpiRunner, OpenMpiPersistentRunner, MpichRunner,
+class CclRegisteredRunner(CclRunner):
+    """ccl with its buffers from cclMemAlloc (*_perf -R 1, as nccl-tests registers NCCL's):
+    memory the peers can map, so a large broadcast moves each byte once."""
+
+    key = "ccl-registered"
+    label = "ccl (-R 1)"
+
+    def mode_args(self):
+        return ["-y", "1", "-R", "1"]
+
+
+RUNNERS = {r.key: r for r in (CclRunner, CclStreamRunner, CclRegisteredRunner, OpenMpiRunner, OpenMpiPersistentRunner, MpichRunner,
                               GlooRunner)}
 
 
@@ -467,7 +480,7 @@ def notes(sizes, runners, in_place: bool) -> List[str]:
     if runners and runners[0].key == "ccl":
         out.append("ccl: blocking calls (NULL stream, *_perf -y 1), as the peers' calls are; "
                    "ccl (stream): queued on a cclStream_t and synchronized after the timed loop "
-                   "(nccl-tests' default).")
+                   "(nccl-tests' default); ccl (-R 1): blocking, buffers from cclMemAlloc.")
     if len(runners) > 1:
         base = runners[0].label
         out.append(f"\"{base} vs X\": X's time / {base}'s time, which at one size is also "
@@ -524,8 +537,9 @@ def main(argv=None) -> int:
     ap.add_argument("--sizes", default=DEFAULT_SIZES,
                     help=f"comma-separated sizes, K/M/G suffixes (default {DEFAULT_SIZES})")
     ap.add_argument("--launches", type=int, default=3, help="launches per size and peer (median)")
-    ap.add_argument("--peers", default=DEFAULT_PEERS,
-                    help=f"peers besides ccl, comma-separated (default {DEFAULT_PEERS}); "
+    ap.add_argument("--peers", default=None,
+                    help=f"peers besides ccl, comma-separated (default {DEFAULT_PEERS}, and "
+                         "ccl-registered for broadcast); "
                          "a peer that cannot run here is skipped with the reason")
     ap.add_argument("--iters", type=int, default=None,
                     help="timed calls per launch (default: by size, 1000 for <= 64 KiB down to "
@@ -556,7 +570,10 @@ def main(argv=None) -> int:
                  ccl_launcher=args.ccl_launcher, collective=args.collective,
                  mpich_args=shlex.split(args.mpich_args), gloo_python=args.gloo_python)
     sizes = [parse_size(s) for s in args.sizes.split(",") if s.strip()]
-    keys = ["ccl"] + [k.strip() for k in args.peers.split(",") if k.strip() and k.strip() != "ccl"]
+    peers = args.peers
+    if peers is None:
+        peers = DEFAULT_PEERS_BROADCAST if args.collective == "broadcast" else DEFAULT_PEERS
+    keys = ["ccl"] + [k.strip() for k in peers.split(",") if k.strip() and k.strip() != "ccl"]
     unknown = [k for k in keys if k not in RUNNERS]
     if unknown:
         ap.error(f"unknown peer(s) {', '.join(unknown)}; known: {', '.join(RUNNERS)}")

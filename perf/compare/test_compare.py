@@ -160,6 +160,16 @@ class CommandTest(unittest.TestCase):
             self.assertEqual(self.flags(cmd, "-b"), "1024")
             self.assertEqual(self.flags(cmd, "-n"), "1000")
             self.assertEqual(self.flags(cmd, "-d"), "float")
+            self.assertEqual(self.flags(cmd, "-y"), "1")  # blocking, like the peers
+            self.assertNotIn("-R", cmd)
+
+    def test_ccl_modes(self):
+        stream = compare.CclStreamRunner(config()).command(1024)
+        self.assertNotIn("-y", stream)
+        registered = compare.CclRegisteredRunner(config("broadcast")).command(1024)
+        self.assertEqual(self.flags(registered, "-R"), "1")
+        self.assertEqual(self.flags(registered, "-y"), "1")
+        self.assertEqual(registered[3], "/b/perf/broadcast_perf")
 
     def test_mpi_peers(self):
         for coll in compare.COLLECTIVES:
