@@ -1,5 +1,12 @@
 #include "core/stream.h"
 
+#include <chrono>
+
+namespace {
+// How long an idle worker polls for new work before it sleeps.
+constexpr std::chrono::microseconds kIdlePoll{200};
+}  // namespace
+
 cclStream::cclStream() : worker_([this] { worker_loop(); }) {}
 
 cclStream::~cclStream() {
@@ -13,11 +20,14 @@ cclStream::~cclStream() {
 }
 
 void cclStream::enqueue(std::function<cclResult_t()> work) {
+  bool wake = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     queue_.push_back(std::move(work));
+    queued_.fetch_add(1, std::memory_order_release);
+    wake = worker_asleep_;
   }
-  work_ready_.notify_one();
+  if (wake) work_ready_.notify_one();
 }
 
 cclResult_t cclStream::synchronize() {
@@ -40,7 +50,20 @@ void cclStream::worker_loop() {
   std::deque<std::function<cclResult_t()>> batch;
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
-    work_ready_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    if (queue_.empty() && !stopping_) {
+      // Poll (yielding) for a while before sleeping: see stream.h.
+      const uint64_t seen = queued_.load(std::memory_order_acquire);
+      lock.unlock();
+      const auto until = std::chrono::steady_clock::now() + kIdlePoll;
+      while (queued_.load(std::memory_order_acquire) == seen &&
+             std::chrono::steady_clock::now() < until) {
+        std::this_thread::yield();
+      }
+      lock.lock();
+      worker_asleep_ = true;
+      work_ready_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      worker_asleep_ = false;
+    }
     if (queue_.empty()) return;  // stopping and drained
     batch.swap(queue_);
     running_ = batch.size();
