@@ -33,6 +33,17 @@ std::byte* region_address(const ExecBuffers& b, const Region& r, size_t elem_siz
 
 }  // namespace
 
+ExecOp reduction_op(cclDataType_t type, cclRedOp_t op, int nranks) {
+  ExecOp exec;
+  exec.elem_size = reduce::datatype_size(type);
+  exec.reduce = reduce::reduce_kernel(type, op);
+  if (op == cclAvg) {
+    exec.divide = reduce::divide_kernel(type);
+    exec.divisor = static_cast<uint64_t>(nranks);
+  }
+  return exec;
+}
+
 void StepSink::consume(const std::byte* piece, size_t offset, size_t len) {
   if (src_ != nullptr) {
     op_->reduce(dst_ + offset, src_ + offset, piece, len / op_->elem_size);

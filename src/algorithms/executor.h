@@ -32,6 +32,9 @@ struct ExecOp {
   uint64_t divisor = 1;
 };
 
+// The ExecOp of a reduction of `type` by `op` over `nranks` ranks (avg: sum, then divide).
+ExecOp reduction_op(cclDataType_t type, cclRedOp_t op, int nranks);
+
 struct WaitPolicy {
   std::chrono::microseconds spin{20};
   std::chrono::microseconds yield{200};

@@ -238,13 +238,7 @@ void Communicator::all_reduce(const void* sendbuff, void* recvbuff, size_t count
   check_usable("cclAllReduce");
   ++sequence_;
   if (count == 0) return;
-  algo::ExecOp exec;
-  exec.elem_size = reduce::datatype_size(type);
-  exec.reduce = reduce::reduce_kernel(type, op);
-  if (op == cclAvg) {
-    exec.divide = reduce::divide_kernel(type);
-    exec.divisor = static_cast<uint64_t>(nranks_);
-  }
+  const algo::ExecOp exec = algo::reduction_op(type, op, nranks_);
   if (direct_fits(count * exec.elem_size)) {
     return run_op("allreduce", [&](Deadline deadline, const algo::OpLabel& name) {
       direct_->all_reduce(sendbuff, recvbuff, count, exec, deadline, name);

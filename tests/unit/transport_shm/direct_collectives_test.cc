@@ -36,14 +36,7 @@ HarnessOptions window_options(size_t window_bytes = kWindow) {
 }
 
 algo::ExecOp exec_op(cclDataType_t type, cclRedOp_t op, int nranks) {
-  algo::ExecOp e;
-  e.elem_size = reduce::datatype_size(type);
-  e.reduce = reduce::reduce_kernel(type, op);
-  if (op == cclAvg) {
-    e.divide = reduce::divide_kernel(type);
-    e.divisor = static_cast<uint64_t>(nranks);
-  }
-  return e;
+  return algo::reduction_op(type, op, nranks);
 }
 
 algo::DirectCollectives direct(RankEnv& env, size_t oneshot = kOneshot) {
