@@ -173,6 +173,80 @@ Schedule chain_broadcast(const RingParams& params, int root) {
   return s;
 }
 
+Schedule ring_allgather(const RingParams& params) {
+  const RingPlace ring = place_on_ring(params, "ring_allgather");
+  const size_t count = params.count;
+  const int n = ring.n;
+  Schedule s;
+  if (count == 0) return s;
+  // The piece of the rank at ring position p, in Output (rank q's data lives at q * count).
+  const auto piece = [&](long p) { return Piece{static_cast<size_t>(ring.at(p)) * count, count}; };
+  const size_t nchunks = chunks_per_piece(count, params.chunk_elems);
+  const Region own_out{Buffer::Output, piece(ring.pos).offset, count};
+  const int next = ring.next(), prev = ring.prev();
+  const long pos = ring.pos;
+  // Step 0 sends straight from Input (in place it is the same memory as own_out; the executor
+  // skips that copy), so the copy of our own piece overlaps the first transfers.
+  for (int st = 0; st + 1 < n || (n == 1 && st == 0); ++st) {
+    for (size_t c = 0; c < nchunks; ++c) {
+      Round round;
+      if (st == 0 && c == 0) {
+        round.steps.push_back(Step{StepKind::Copy, -1, Region{Buffer::Input, 0, count}, own_out});
+      }
+      if (n > 1) {
+        const Region tx = st == 0 ? sub_region(Buffer::Input, Piece{0, count}, nchunks, c)
+                                  : sub_region(Buffer::Output, piece(pos - st), nchunks, c);
+        if (tx.count != 0) round.steps.push_back(send(next, tx));
+        const Region rx = sub_region(Buffer::Output, piece(pos - st - 1), nchunks, c);
+        if (rx.count != 0) round.steps.push_back(recv(prev, rx));
+      }
+      push_nonempty(s, std::move(round));
+    }
+  }
+  return s;
+}
+
+Schedule ring_reduce_scatter(const RingParams& params) {
+  const RingPlace ring = place_on_ring(params, "ring_reduce_scatter");
+  const size_t count = params.count;
+  const int n = ring.n;
+  Schedule s;
+  if (count == 0) return s;
+  const Region out{Buffer::Output, 0, count};
+  if (n == 1) {
+    s.rounds.push_back(Round{{Step{StepKind::Copy, -1, Region{Buffer::Input, 0, count}, out}}});
+    s.rounds.push_back(Round{{Step{StepKind::Finalize, -1, Region{}, out}}});
+    return s;
+  }
+  // The Input piece of the rank at ring position p.
+  const auto piece = [&](long p) { return Piece{static_cast<size_t>(ring.at(p)) * count, count}; };
+  const size_t nchunks = chunks_per_piece(count, params.chunk_elems);
+  const int next = ring.next(), prev = ring.prev();
+  const long pos = ring.pos;
+  // At step st a rank forwards the partial sum of piece (pos-1-st) and folds its own Input into
+  // piece (pos-2-st) as that arrives; the last step's piece is its own, reduced into Output.
+  // Partial sums alternate between two Scratch slots: a round sends from one while it fills the
+  // other. In place, Output is Input's own piece, read only by that last reduce (elementwise).
+  s.scratch_elems = n > 2 ? 2 * count : 0;
+  const auto slot = [&](int st) { return Piece{static_cast<size_t>(st % 2) * count, count}; };
+  for (int st = 0; st + 1 < n; ++st) {
+    const bool last = st + 2 == n;
+    for (size_t c = 0; c < nchunks; ++c) {
+      Round round;
+      const Region tx = st == 0 ? sub_region(Buffer::Input, piece(pos - 1), nchunks, c)
+                                : sub_region(Buffer::Scratch, slot(st - 1), nchunks, c);
+      if (tx.count != 0) round.steps.push_back(send(next, tx));
+      const Region local = sub_region(Buffer::Input, piece(pos - 2 - st), nchunks, c);
+      const Region dst = last ? sub_region(Buffer::Output, Piece{0, count}, nchunks, c)
+                              : sub_region(Buffer::Scratch, slot(st), nchunks, c);
+      if (dst.count != 0) round.steps.push_back(Step{StepKind::RecvReduce, prev, local, dst});
+      push_nonempty(s, std::move(round));
+    }
+  }
+  s.rounds.push_back(Round{{Step{StepKind::Finalize, -1, Region{}, out}}});
+  return s;
+}
+
 Schedule dissemination_barrier(int nranks, int rank) {
   if (nranks < 1) throw_error(cclInvalidArgument, "dissemination_barrier: nranks %d < 1", nranks);
   if (rank < 0 || rank >= nranks) {
