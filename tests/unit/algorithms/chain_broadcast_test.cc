@@ -17,15 +17,8 @@ constexpr size_t kBig = 1000003;
 
 std::vector<Schedule> build_broadcast(int n, int root, size_t count, size_t chunk,
                                       const std::vector<int>& order) {
-  return test::for_all_ranks(n, [&](int r) {
-    RingParams p;
-    p.nranks = n;
-    p.rank = r;
-    p.count = count;
-    p.chunk_elems = chunk;
-    p.order = order;
-    return chain_broadcast(p, root);
-  });
+  return test::build_ring([&](const RingParams& p) { return chain_broadcast(p, root); }, n, count,
+                          chunk, order);
 }
 
 std::vector<int> roots_for(int n) {
@@ -66,15 +59,7 @@ TEST_P(ChainBroadcast, VerifiedForAllRootsCountsChunksAndInPlace) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Sweep, ChainBroadcast,
-                         ::testing::Combine(::testing::Range(1, 17),
-                                            ::testing::Values(OrderKind::Identity,
-                                                              OrderKind::Reversed,
-                                                              OrderKind::Shuffled)),
-                         [](const auto& info) {
-                           return "n" + std::to_string(std::get<0>(info.param)) + "_" +
-                                  test::order_name(std::get<1>(info.param));
-                         });
+INSTANTIATE_TEST_SUITE_P(Sweep, ChainBroadcast, test::ring_sweep(), test::RingSweepName());
 
 TEST(ChainBroadcastShape, ExactSchedulesForThreeRanks) {
   // Order 2,0,1 with root 0: chain 0 -> 1 -> 2. count 5 in chunks of at most 2: [0,2) [2,4) [4,5).

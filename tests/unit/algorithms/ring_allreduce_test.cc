@@ -17,15 +17,7 @@ constexpr size_t kBig = 1000003;  // 1M+3: odd, not divisible by any nranks test
 
 std::vector<Schedule> build_allreduce(int n, size_t count, size_t chunk,
                                       const std::vector<int>& order) {
-  return test::for_all_ranks(n, [&](int r) {
-    RingParams p;
-    p.nranks = n;
-    p.rank = r;
-    p.count = count;
-    p.chunk_elems = chunk;
-    p.order = order;
-    return ring_allreduce(p);
-  });
+  return test::build_ring(ring_allreduce, n, count, chunk, order);
 }
 
 // Chunk sizes whose symbolic run stays cheap for this count (rounds grow as count / chunk).
@@ -56,15 +48,7 @@ TEST_P(RingAllreduce, VerifiedForAllCountsChunksAndInPlace) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Sweep, RingAllreduce,
-                         ::testing::Combine(::testing::Range(1, 17),
-                                            ::testing::Values(OrderKind::Identity,
-                                                              OrderKind::Reversed,
-                                                              OrderKind::Shuffled)),
-                         [](const auto& info) {
-                           return "n" + std::to_string(std::get<0>(info.param)) + "_" +
-                                  test::order_name(std::get<1>(info.param));
-                         });
+INSTANTIATE_TEST_SUITE_P(Sweep, RingAllreduce, test::ring_sweep(), test::RingSweepName());
 
 TEST(RingAllreduceShape, EmptyCountIsAnEmptySchedule) {
   for (int n : {1, 2, 5}) {

@@ -1,11 +1,14 @@
 // Helpers shared by the schedule tests: rank orders and building every rank's schedule.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cstdint>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "algorithms/ring.h"
 #include "algorithms/schedule.h"
 
 namespace ccl::algo::test {
@@ -45,5 +48,34 @@ std::vector<Schedule> for_all_ranks(int n, Build build) {
   for (int r = 0; r < n; ++r) out.push_back(build(r));
   return out;
 }
+
+// Every rank's schedule from a ring builder: any callable taking the RingParams.
+template <typename Builder>
+std::vector<Schedule> build_ring(Builder builder, int n, size_t count, size_t chunk,
+                                 const std::vector<int>& order) {
+  return for_all_ranks(n, [&](int r) {
+    RingParams p;
+    p.nranks = n;
+    p.rank = r;
+    p.count = count;
+    p.chunk_elems = chunk;
+    p.order = order;
+    return builder(p);
+  });
+}
+
+// The sweep the ring tests instantiate: nranks 1..16 x three ring orders, named "n5_shuffled".
+inline auto ring_sweep() {
+  return ::testing::Combine(
+      ::testing::Range(1, 17),
+      ::testing::Values(OrderKind::Identity, OrderKind::Reversed, OrderKind::Shuffled));
+}
+struct RingSweepName {
+  template <typename Info>
+  std::string operator()(const Info& info) const {
+    return "n" + std::to_string(std::get<0>(info.param)) + "_" +
+           order_name(std::get<1>(info.param));
+  }
+};
 
 }  // namespace ccl::algo::test
