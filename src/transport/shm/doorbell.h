@@ -18,6 +18,7 @@
 // sleep through the update. (On x86 the seq_cst store is an xchg, the loads plain moves.)
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 
@@ -35,9 +36,32 @@ inline void doorbell_ring(Doorbell* bell) {
 // doorbell_force: W3 unconditionally (also for interrupt(), whose sleeper may not have
 // registered yet; see ShmTransport::wait()).
 
+// S1..S4 for a sleeper: sleeps on `bell` at most `timeout` unless `interrupt` is pending or
+// `ready()` (S3: it must read the published state with seq_cst loads) says there is progress.
+// Consumes a pending interrupt. Returns whether it went to sleep.
+template <typename Ready>
+bool doorbell_sleep(Doorbell* bell, std::atomic<bool>& interrupt, Ready&& ready,
+                    std::chrono::microseconds timeout);
+
 // FUTEX_WAIT on the (shared, not process-private) word while it equals `expected`, at most
 // `timeout`. Returns on wake, on timeout, on a changed word or a signal; the caller re-checks.
 void futex_wait_shared(std::atomic<uint32_t>* word, uint32_t expected,
                        std::chrono::microseconds timeout);
+
+template <typename Ready>
+bool doorbell_sleep(Doorbell* bell, std::atomic<bool>& interrupt, Ready&& ready,
+                    std::chrono::microseconds timeout) {
+  if (interrupt.exchange(false)) return false;
+  const uint32_t sequence = bell->sequence.load(std::memory_order_seq_cst);  // S1
+  bell->waiters.fetch_add(1, std::memory_order_seq_cst);                     // S2
+  bool slept = false;
+  if (!interrupt.load(std::memory_order_seq_cst) && !ready()) {  // S3
+    futex_wait_shared(&bell->sequence, sequence, timeout);
+    slept = true;
+  }
+  bell->waiters.fetch_sub(1, std::memory_order_seq_cst);  // S4
+  interrupt.store(false, std::memory_order_relaxed);
+  return slept;
+}
 
 }  // namespace ccl::transport::shm

@@ -310,8 +310,8 @@ void ShmTransport::make_window(const SegmentGeometry& own_geometry, std::span<co
                        reinterpret_cast<Doorbell*>(header + shm::kDoorbellOffset),
                        &connections_[i]->liveness(), peer_info[i].pid};
   }
-  window_ =
-      std::make_unique<shm::ShmWindow>(rank_, std::move(views), capacity, &interrupt_pending_);
+  window_ = std::make_unique<shm::ShmWindow>(rank_, std::move(views), capacity, &interrupt_pending_,
+                                             options_.liveness_interval);
 }
 
 void ShmTransport::cleanup_failed_setup(const SetupContext& ctx, std::span<const int> peers,
@@ -344,20 +344,12 @@ bool ShmTransport::any_ready() const {
 }
 
 void ShmTransport::wait(std::chrono::microseconds timeout) {
-  if (interrupt_pending_.exchange(false)) return;
   Doorbell* bell = bell_.load(std::memory_order_acquire);
-  // S1..S4 of doorbell.h.
-  uint32_t sequence = bell->sequence.load(std::memory_order_seq_cst);
-  bell->waiters.fetch_add(1, std::memory_order_seq_cst);
-  bool slept = false;
-  if (!interrupt_pending_.load(std::memory_order_seq_cst) && !any_ready()) {
-    auto slice = std::chrono::duration_cast<std::chrono::microseconds>(options_.liveness_interval);
-    shm::futex_wait_shared(&bell->sequence, sequence, std::min(timeout, slice));
-    slept = true;
+  auto slice = std::chrono::duration_cast<std::chrono::microseconds>(options_.liveness_interval);
+  if (shm::doorbell_sleep(
+          bell, interrupt_pending_, [&] { return any_ready(); }, std::min(timeout, slice))) {
+    check_liveness();
   }
-  bell->waiters.fetch_sub(1, std::memory_order_seq_cst);
-  interrupt_pending_.store(false, std::memory_order_relaxed);
-  if (slept) check_liveness();
 }
 
 void ShmTransport::check_liveness() {

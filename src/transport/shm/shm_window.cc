@@ -8,11 +8,13 @@
 namespace ccl::transport::shm {
 
 ShmWindow::ShmWindow(int rank, std::vector<WindowView> views, size_t capacity,
-                     std::atomic<bool>* interrupt_pending)
+                     std::atomic<bool>* interrupt_pending,
+                     std::chrono::milliseconds liveness_interval)
     : rank_(rank),
       views_(std::move(views)),
       capacity_(capacity),
-      interrupt_pending_(interrupt_pending) {}
+      interrupt_pending_(interrupt_pending),
+      liveness_interval_(liveness_interval) {}
 
 std::byte* ShmWindow::mailbox(int rank, unsigned parity, size_t bytes) {
   if (bytes > capacity_ && bytes > kInlineBytes) {
@@ -38,20 +40,9 @@ void ShmWindow::ring_peers() {
 void ShmWindow::wait_for(int rank, unsigned parity, uint64_t value,
                          std::chrono::microseconds timeout) {
   flush();
-  if (interrupt_pending_->exchange(false)) return;
-  Doorbell* bell = views_[rank_].bell;
-  // S1..S4 of doorbell.h.
-  uint32_t sequence = bell->sequence.load(std::memory_order_seq_cst);
-  bell->waiters.fetch_add(1, std::memory_order_seq_cst);
-  bool slept = false;
-  if (!interrupt_pending_->load(std::memory_order_seq_cst) && flag(rank, parity) < value) {
-    // Short slices: a dead peer is noticed between them.
-    futex_wait_shared(&bell->sequence, sequence,
-                      std::min(timeout, std::chrono::microseconds(50000)));
-    slept = true;
-  }
-  bell->waiters.fetch_sub(1, std::memory_order_seq_cst);
-  interrupt_pending_->store(false, std::memory_order_relaxed);
+  const bool slept = doorbell_sleep(
+      views_[rank_].bell, *interrupt_pending_, [&] { return flag(rank, parity) >= value; },
+      std::min(timeout, liveness_interval_));
   // Only the awaited rank matters: another may have finished this operation and exited.
   const PeerLiveness* liveness = views_[rank].liveness;
   if (slept && liveness != nullptr && flag(rank, parity) < value && liveness->exited()) {

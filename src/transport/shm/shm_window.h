@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <vector>
 
 #include "transport/shared_window.h"
@@ -27,8 +28,10 @@ class ShmWindow final : public SharedWindow {
  public:
   // views[r] for every rank r of the communicator; views[rank] is ours. `interrupt_pending` is the
   // transport's flag, set by interrupt() before it rings our doorbell.
+  // A sleep lasts at most `liveness_interval`, so a dead awaited rank is noticed (the
+  // transport's ShmOptions::liveness_interval).
   ShmWindow(int rank, std::vector<WindowView> views, size_t capacity,
-            std::atomic<bool>* interrupt_pending);
+            std::atomic<bool>* interrupt_pending, std::chrono::milliseconds liveness_interval);
 
   int nranks() const override { return static_cast<int>(views_.size()); }
   int rank() const override { return rank_; }
@@ -66,6 +69,7 @@ class ShmWindow final : public SharedWindow {
   std::vector<WindowView> views_;
   size_t capacity_;
   std::atomic<bool>* interrupt_pending_;
+  std::chrono::microseconds liveness_interval_;
   RegisteredMapper mapper_;
 };
 
