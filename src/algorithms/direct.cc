@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstring>
+#include <string>
 
 #include "core/error.h"
 
@@ -52,23 +53,17 @@ void DirectCollectives::await(int rank, unsigned parity, uint64_t value, Deadlin
 #endif
       continue;
     }
-    if (abort_ != nullptr && abort_->load(std::memory_order_relaxed)) {
-      throw_error(cclRemoteError, "%s: communicator aborted", what.str().c_str());
-    }
     const Clock::time_point now = Clock::now();
-    if (now >= deadline.at()) {
-      throw_error(cclTimeout, "%s: timed out waiting for rank(s) %d", what.str().c_str(), rank);
-    }
-    const auto idle = now - start;
-    if (idle < policy_.spin) continue;
+    throw_if_stopped(abort_, deadline, now, what, [&] { return std::to_string(rank); });
+    const WaitPolicy::Phase phase = policy_.phase(now - start);
+    if (phase == WaitPolicy::Phase::Spin) continue;
     window_->flush();
-    if (idle < policy_.spin + policy_.yield) {
+    if (phase == WaitPolicy::Phase::Yield) {
       sched_yield();
-      polls = 15;  // past the spin phase every poll is a yield: look at the clock each time
     } else {
       window_->wait_for(rank, parity, value, deadline.remaining(std::chrono::milliseconds(50)));
-      polls = 15;
     }
+    polls = 15;  // past the spin phase every poll yields or sleeps: look at the clock each time
   }
 }
 

@@ -145,11 +145,8 @@ void Executor::run_round(const Round& round, const ExecBuffers& buffers, const E
 
 void Executor::wait_for_progress(Deadline deadline, const OpLabel& what,
                                  Clock::time_point idle_since) {
-  if (abort_ != nullptr && abort_->load(std::memory_order_relaxed)) {
-    throw_error(cclRemoteError, "%s: communicator aborted", what.str().c_str());
-  }
-  auto now = Clock::now();
-  if (now >= deadline.at()) {
+  const auto now = Clock::now();
+  throw_if_stopped(abort_, deadline, now, what, [&] {
     std::string pending;
     for (size_t peer = 0; peer < links_.connection.size(); ++peer) {
       auto* c = links_.connection[peer];
@@ -157,19 +154,19 @@ void Executor::wait_for_progress(Deadline deadline, const OpLabel& what,
       if (!pending.empty()) pending += ',';
       pending += std::to_string(peer);
     }
-    throw_error(cclTimeout, "%s: timed out waiting for rank(s) %s", what.str().c_str(),
-                pending.c_str());
-  }
-  auto idle = now - idle_since;
-  if (idle < policy_.spin) {
+    return pending;
+  });
+  switch (policy_.phase(now - idle_since)) {
+    case WaitPolicy::Phase::Spin:
 #if defined(__x86_64__)
-    __builtin_ia32_pause();
+      __builtin_ia32_pause();
 #endif
-    return;
-  }
-  if (idle < policy_.spin + policy_.yield) {
-    sched_yield();
-    return;
+      return;
+    case WaitPolicy::Phase::Yield:
+      sched_yield();
+      return;
+    case WaitPolicy::Phase::Sleep:
+      break;
   }
   // Sleep in the transports that have work pending; with several, in short turns.
   transport::Transport* sleepers[4] = {};

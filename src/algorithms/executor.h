@@ -15,6 +15,7 @@
 #include "algorithms/reduce/reduce.h"
 #include "algorithms/schedule.h"
 #include "core/deadline.h"
+#include "core/error.h"
 #include "transport/transport.h"
 
 namespace ccl::algo {
@@ -38,6 +39,12 @@ ExecOp reduction_op(cclDataType_t type, cclRedOp_t op, int nranks);
 struct WaitPolicy {
   std::chrono::microseconds spin{20};
   std::chrono::microseconds yield{200};
+
+  // What a waiter does after `idle` without progress: poll, poll yielding the core, or sleep.
+  enum class Phase { Spin, Yield, Sleep };
+  Phase phase(Clock::duration idle) const {
+    return idle < spin ? Phase::Spin : idle < spin + yield ? Phase::Yield : Phase::Sleep;
+  }
 };
 
 // peer rank -> connection (nullptr where none), and the transport that owns each connection.
@@ -52,6 +59,20 @@ struct OpLabel {
   uint64_t sequence = 0;
   std::string str() const { return std::string(name) + " #" + std::to_string(sequence); }
 };
+
+// Every waiter's stop conditions: RemoteError once the communicator is aborted, Timeout at the
+// deadline naming the ranks still awaited (`pending()`, formatted only then).
+template <typename Pending>
+void throw_if_stopped(const AbortFlag* abort, Deadline deadline, Clock::time_point now,
+                      const OpLabel& what, Pending&& pending) {
+  if (abort != nullptr && abort->load(std::memory_order_relaxed)) {
+    throw_error(cclRemoteError, "%s: communicator aborted", what.str().c_str());
+  }
+  if (now >= deadline.at()) {
+    throw_error(cclTimeout, "%s: timed out waiting for rank(s) %s", what.str().c_str(),
+                std::string(pending()).c_str());
+  }
+}
 
 // Where one receive goes: a plain copy into dst, or dst = src (op) incoming, piece by piece as it
 // arrives (from shared memory the reduction reads the peer's data where it lies).
