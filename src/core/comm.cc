@@ -269,7 +269,7 @@ void Communicator::broadcast(const void* sendbuff, void* recvbuff, size_t count,
   }
   if (direct_fits(bytes)) {
     return run_op("broadcast", [&](Deadline deadline, const algo::OpLabel& name) {
-      direct_->broadcast(sendbuff, recvbuff, count * exec.elem_size, root, deadline, name);
+      direct_->broadcast(sendbuff, recvbuff, bytes, root, deadline, name);
     });
   }
   execute(cached(kBroadcast, count, root, exec.elem_size), sendbuff, recvbuff, exec, "broadcast");
