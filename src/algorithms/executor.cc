@@ -27,6 +27,9 @@ std::byte* region_address(const ExecBuffers& b, const Region& r, size_t elem_siz
     case Buffer::Scratch:
       base = static_cast<std::byte*>(b.scratch);
       break;
+    case Buffer::Slot:
+      base = b.slots[r.slot];
+      break;
   }
   return base + r.offset * elem_size;
 }

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <chrono>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -23,7 +24,8 @@ namespace ccl::algo {
 struct ExecBuffers {
   const void* input = nullptr;
   void* output = nullptr;
-  void* scratch = nullptr;  // at least schedule.scratch_elems elements
+  void* scratch = nullptr;            // at least schedule.scratch_elems elements
+  std::span<std::byte* const> slots;  // Buffer::Slot regions (send/recv groups)
 };
 
 struct ExecOp {

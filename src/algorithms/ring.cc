@@ -2,69 +2,10 @@
 
 #include <vector>
 
+#include "algorithms/ring_place.h"
 #include "core/error.h"
 
 namespace ccl::algo {
-
-namespace {
-
-// A rank's place on the ring, checked once so the builders below can trust it.
-struct RingPlace {
-  int n;
-  int pos;  // index of the rank in the order
-  std::span<const int> order;
-  int at(long p) const {  // rank at position p, any integer p (wraps around)
-    const long m = ((p % n) + n) % n;
-    return order.empty() ? static_cast<int>(m) : order[m];
-  }
-  int next() const { return at(pos + 1); }
-  int prev() const { return at(pos - 1); }
-};
-
-RingPlace place_on_ring(const RingParams& p, const char* who) {
-  if (p.nranks < 1) throw_error(cclInvalidArgument, "%s: nranks %d < 1", who, p.nranks);
-  if (p.rank < 0 || p.rank >= p.nranks) {
-    throw_error(cclInvalidArgument, "%s: rank %d not in [0,%d)", who, p.rank, p.nranks);
-  }
-  RingPlace ring{p.nranks, p.rank, p.order};
-  if (p.order.empty()) return ring;
-  if (p.order.size() != static_cast<size_t>(p.nranks)) {
-    throw_error(cclInvalidArgument, "%s: ring order has %zu entries for %d ranks", who,
-                p.order.size(), p.nranks);
-  }
-  std::vector<bool> seen(p.nranks, false);
-  for (size_t i = 0; i < p.order.size(); ++i) {
-    const int r = p.order[i];
-    if (r < 0 || r >= p.nranks || seen[r]) {
-      throw_error(cclInvalidArgument, "%s: ring order is not a permutation (entry %zu is %d)", who,
-                  i, r);
-    }
-    seen[r] = true;
-    if (r == p.rank) ring.pos = static_cast<int>(i);
-  }
-  return ring;
-}
-
-// Every piece is cut into the same number of chunks (that of the largest piece), near-equal and
-// at most `chunk_elems` each, so all ranks have the same round structure and no tiny tail chunk.
-size_t chunks_per_piece(size_t largest_piece, size_t chunk_elems) {
-  if (chunk_elems == 0 || largest_piece == 0) return 1;
-  return (largest_piece + chunk_elems - 1) / chunk_elems;
-}
-
-Region sub_region(Buffer buffer, Piece piece, size_t nchunks, size_t chunk) {
-  const Piece c = split_even(piece.count, nchunks, chunk);
-  return Region{buffer, piece.offset + c.offset, c.count};
-}
-
-Step send(int peer, Region src) { return Step{StepKind::Send, peer, src, Region{}}; }
-Step recv(int peer, Region dst) { return Step{StepKind::Recv, peer, Region{}, dst}; }
-
-void push_nonempty(Schedule& s, Round&& round) {
-  if (!round.steps.empty()) s.rounds.push_back(std::move(round));
-}
-
-}  // namespace
 
 Schedule ring_allreduce(const RingParams& params) {
   const RingPlace ring = place_on_ring(params, "ring_allreduce");
@@ -97,7 +38,7 @@ Schedule ring_allreduce(const RingParams& params) {
     for (size_t c = 0; c < nchunks; ++c) {
       Round round;
       const Region tx = sub_region(from, out_piece, nchunks, c);
-      if (tx.count != 0) round.steps.push_back(send(next, tx));
+      if (tx.count != 0) round.steps.push_back(send_step(next, tx));
       const Region rx_in = sub_region(Buffer::Input, in_piece, nchunks, c);
       const Region rx_out = sub_region(Buffer::Output, in_piece, nchunks, c);
       if (rx_out.count != 0) round.steps.push_back(Step{StepKind::RecvReduce, prev, rx_in, rx_out});
@@ -116,9 +57,9 @@ Schedule ring_allreduce(const RingParams& params) {
     for (size_t c = 0; c < nchunks; ++c) {
       Round round;
       const Region tx = sub_region(Buffer::Output, out_piece, nchunks, c);
-      if (tx.count != 0) round.steps.push_back(send(next, tx));
+      if (tx.count != 0) round.steps.push_back(send_step(next, tx));
       const Region rx = sub_region(Buffer::Output, in_piece, nchunks, c);
-      if (rx.count != 0) round.steps.push_back(recv(prev, rx));
+      if (rx.count != 0) round.steps.push_back(recv_step(prev, rx));
       push_nonempty(s, std::move(round));
     }
   }
@@ -134,12 +75,7 @@ Schedule chain_broadcast(const RingParams& params, int root) {
   Schedule s;
   const size_t count = params.count;
   if (count == 0) return s;
-  int root_pos = root;
-  if (!params.order.empty()) {
-    for (int i = 0; i < n; ++i) {
-      if (params.order[i] == root) root_pos = i;
-    }
-  }
+  const int root_pos = ring.position_of(root);
   const int index = ((ring.pos - root_pos) % n + n) % n;  // 0: root, n-1: tail of the chain
   const size_t nchunks = chunks_per_piece(count, params.chunk_elems);
   const Piece whole{0, count};
@@ -154,7 +90,8 @@ Schedule chain_broadcast(const RingParams& params, int root) {
         round.steps.push_back(Step{StepKind::Copy, -1, Region{Buffer::Input, 0, count},
                                    Region{Buffer::Output, 0, count}});
       }
-      if (n > 1) round.steps.push_back(send(next, sub_region(Buffer::Input, whole, nchunks, c)));
+      if (n > 1)
+        round.steps.push_back(send_step(next, sub_region(Buffer::Input, whole, nchunks, c)));
       push_nonempty(s, std::move(round));
     }
     return s;
@@ -164,9 +101,9 @@ Schedule chain_broadcast(const RingParams& params, int root) {
   for (size_t c = 0; c <= nchunks; ++c) {
     Round round;
     if (c < nchunks)
-      round.steps.push_back(recv(prev, sub_region(Buffer::Output, whole, nchunks, c)));
+      round.steps.push_back(recv_step(prev, sub_region(Buffer::Output, whole, nchunks, c)));
     if (!tail && c > 0) {
-      round.steps.push_back(send(next, sub_region(Buffer::Output, whole, nchunks, c - 1)));
+      round.steps.push_back(send_step(next, sub_region(Buffer::Output, whole, nchunks, c - 1)));
     }
     push_nonempty(s, std::move(round));
   }
@@ -174,36 +111,15 @@ Schedule chain_broadcast(const RingParams& params, int root) {
 }
 
 Schedule ring_allgather(const RingParams& params) {
-  const RingPlace ring = place_on_ring(params, "ring_allgather");
-  const size_t count = params.count;
-  const int n = ring.n;
-  Schedule s;
-  if (count == 0) return s;
-  // The piece of the rank at ring position p, in Output (rank q's data lives at q * count).
-  const auto piece = [&](long p) { return Piece{static_cast<size_t>(ring.at(p)) * count, count}; };
-  const size_t nchunks = chunks_per_piece(count, params.chunk_elems);
-  const Region own_out{Buffer::Output, piece(ring.pos).offset, count};
-  const int next = ring.next(), prev = ring.prev();
-  const long pos = ring.pos;
-  // Step 0 sends straight from Input (in place it is the same memory as own_out; the executor
-  // skips that copy), so the copy of our own piece overlaps the first transfers.
-  for (int st = 0; st + 1 < n || (n == 1 && st == 0); ++st) {
-    for (size_t c = 0; c < nchunks; ++c) {
-      Round round;
-      if (st == 0 && c == 0) {
-        round.steps.push_back(Step{StepKind::Copy, -1, Region{Buffer::Input, 0, count}, own_out});
-      }
-      if (n > 1) {
-        const Region tx = st == 0 ? sub_region(Buffer::Input, Piece{0, count}, nchunks, c)
-                                  : sub_region(Buffer::Output, piece(pos - st), nchunks, c);
-        if (tx.count != 0) round.steps.push_back(send(next, tx));
-        const Region rx = sub_region(Buffer::Output, piece(pos - st - 1), nchunks, c);
-        if (rx.count != 0) round.steps.push_back(recv(prev, rx));
-      }
-      push_nonempty(s, std::move(round));
-    }
+  // One implementation: allgatherv with equal pieces, rank q's at q * count. Two vectors of
+  // nranks entries; nothing per element.
+  if (params.nranks < 1) {
+    throw_error(cclInvalidArgument, "ring_allgather: nranks %d < 1", params.nranks);
   }
-  return s;
+  const auto n = static_cast<size_t>(params.nranks);
+  std::vector<size_t> counts(n, params.count), displs(n);
+  for (size_t q = 0; q < n; ++q) displs[q] = q * params.count;
+  return ring_allgatherv(params, counts, displs);
 }
 
 Schedule ring_reduce_scatter(const RingParams& params) {
@@ -235,7 +151,7 @@ Schedule ring_reduce_scatter(const RingParams& params) {
       Round round;
       const Region tx = st == 0 ? sub_region(Buffer::Input, piece(pos - 1), nchunks, c)
                                 : sub_region(Buffer::Scratch, slot(st - 1), nchunks, c);
-      if (tx.count != 0) round.steps.push_back(send(next, tx));
+      if (tx.count != 0) round.steps.push_back(send_step(next, tx));
       const Region local = sub_region(Buffer::Input, piece(pos - 2 - st), nchunks, c);
       const Region dst = last ? sub_region(Buffer::Output, Piece{0, count}, nchunks, c)
                               : sub_region(Buffer::Scratch, slot(st), nchunks, c);
@@ -257,8 +173,8 @@ Schedule dissemination_barrier(int nranks, int rank) {
   for (long dist = 1; dist < nranks; dist *= 2) {
     const int to = static_cast<int>((rank + dist) % nranks);
     const int from = static_cast<int>((rank - dist + nranks) % nranks);
-    s.rounds.push_back(
-        Round{{send(to, Region{Buffer::Input, 0, 0}), recv(from, Region{Buffer::Output, 0, 0})}});
+    s.rounds.push_back(Round{{send_step(to, Region{Buffer::Input, 0, 0}),
+                              recv_step(from, Region{Buffer::Output, 0, 0})}});
   }
   return s;
 }

@@ -32,14 +32,17 @@ const char* buffer_name(Buffer buffer) {
       return "Output";
     case Buffer::Scratch:
       return "Scratch";
+    case Buffer::Slot:
+      return "Slot";
   }
   return "?";
 }
 
 // "Output[10,15)": half-open element range, so adjacent regions read as adjacent.
 void put_region(std::ostringstream& out, const char* label, const Region& r) {
-  out << ' ' << label << '=' << buffer_name(r.buffer) << '[' << r.offset << ','
-      << r.offset + r.count << ')';
+  out << ' ' << label << '=' << buffer_name(r.buffer);
+  if (r.buffer == Buffer::Slot) out << r.slot;
+  out << '[' << r.offset << ',' << r.offset + r.count << ')';
 }
 
 }  // namespace

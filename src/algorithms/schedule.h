@@ -18,12 +18,15 @@ enum class Buffer : uint8_t {
   Input,    // the user's sendbuff
   Output,   // the user's recvbuff
   Scratch,  // executor-owned, `Schedule::scratch_elems` elements
+  Slot,     // one of the caller's extra buffers, ExecBuffers::slots[Region::slot] (send/recv
+            // groups: each operation has its own buffer)
 };
 
 struct Region {
   Buffer buffer = Buffer::Input;
   size_t offset = 0;  // elements
   size_t count = 0;   // elements
+  uint32_t slot = 0;  // for Buffer::Slot only
   bool operator==(const Region&) const = default;
 };
 

@@ -17,6 +17,10 @@ using ReduceFn = void (*)(void* dst, const void* a, const void* b, size_t count)
 // data[i] = data[i] / divisor (avg's last step). Integers: truncating division, as NCCL.
 using DivideFn = void (*)(void* data, size_t count, uint64_t divisor);
 
+// dst[i] = src[i] * *scalar, the scalar stored as one element of the same datatype (PreMulSum).
+// dst may equal src.
+using ScaleFn = void (*)(void* dst, const void* src, size_t count, const void* scalar);
+
 enum class Isa { Scalar, Avx2, Avx512 };
 
 size_t datatype_size(cclDataType_t type);       // 0 for an invalid type
@@ -26,6 +30,7 @@ const char* op_name(cclRedOp_t op);             // "sum", "prod", "max", "min", 
 // The best kernel this CPU runs (op must be one of the 5 base ops; avg reduces as sum).
 ReduceFn reduce_kernel(cclDataType_t type, cclRedOp_t op);
 DivideFn divide_kernel(cclDataType_t type);
+ScaleFn scale_kernel(cclDataType_t type);  // nullptr for an invalid type
 // A specific ISA's kernel, nullptr if this CPU lacks it (for tests and benchmarks).
 ReduceFn reduce_kernel_for(Isa isa, cclDataType_t type, cclRedOp_t op);
 Isa best_isa();

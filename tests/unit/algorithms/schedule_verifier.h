@@ -19,6 +19,7 @@
 // an Input element after its Output alias was overwritten computes the wrong formula and fails.
 #pragma once
 
+#include <span>
 #include <string>
 #include <vector>
 
@@ -67,6 +68,17 @@ Problem reduce_problem(int nranks, size_t count, int root, bool in_place);
 Problem allgather_problem(int nranks, size_t sendcount, bool in_place);
 Problem reducescatter_problem(int nranks, size_t recvcount, bool in_place);
 Problem alltoall_problem(int nranks, size_t count);
+// Rank q's counts[q] elements land at Output + displs[q] on every rank; Output is as long as the
+// last piece's end. In place, Input is Output + displs[rank]. The gaps between pieces must stay
+// untouched (expected to hold their garbage).
+Problem allgatherv_problem(int nranks, std::span<const size_t> counts,
+                           std::span<const size_t> displs, bool in_place);
+// Matrices indexed [rank][peer]: rank r's block for q is sendcounts[r][q] elements at Input +
+// sdispls[r][q], and lands on rank q at Output + rdispls[q][r] (so rank q's recvcounts[r] is
+// sendcounts[r][q]). Input and Output are as long as their last block's end; Output gaps must stay
+// untouched. Not in place (the communicator copies the input away first).
+using Matrix = std::vector<std::vector<size_t>>;
+Problem alltoallv_problem(const Matrix& sendcounts, const Matrix& sdispls, const Matrix& rdispls);
 Problem barrier_problem(int nranks);
 
 }  // namespace ccl::algo::verify

@@ -32,6 +32,22 @@ inline std::vector<int> make_order(OrderKind kind, int n) {
   return order;
 }
 
+// Displacements for blocks of `counts`: laid out in a random order with random gaps (0..3
+// elements) before each, never overlapping. Raw mt19937 output, so every library agrees.
+inline std::vector<size_t> random_layout(const std::vector<size_t>& counts, std::mt19937& rng) {
+  std::vector<size_t> order(counts.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng() % i]);
+  std::vector<size_t> displs(counts.size());
+  size_t at = 0;
+  for (size_t q : order) {
+    at += rng() % 4;
+    displs[q] = at;
+    at += counts[q];
+  }
+  return displs;
+}
+
 // A round with no steps costs a round trip through the executor for nothing.
 inline bool has_empty_round(const std::vector<Schedule>& all) {
   for (const Schedule& s : all) {

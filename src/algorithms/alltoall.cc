@@ -1,0 +1,71 @@
+#include "algorithms/alltoall.h"
+
+#include <cstdint>
+
+#include "core/error.h"
+
+namespace ccl::algo {
+
+namespace {
+
+void check_blocks(const char* what, std::span<const size_t> counts, std::span<const size_t> displs,
+                  int nranks) {
+  if (counts.size() != static_cast<size_t>(nranks) ||
+      displs.size() != static_cast<size_t>(nranks)) {
+    throw_error(cclInvalidArgument,
+                "pairwise_alltoallv: %zu %scounts and %zu displacements for %d ranks",
+                counts.size(), what, displs.size(), nranks);
+  }
+  for (int q = 0; q < nranks; ++q) {
+    if (displs[q] > SIZE_MAX - counts[q]) {
+      throw_error(cclInvalidArgument, "pairwise_alltoallv: %sblock %d (%zu at %zu) overflows", what,
+                  q, counts[q], displs[q]);
+    }
+  }
+}
+
+}  // namespace
+
+Schedule pairwise_alltoallv(int nranks, int rank, std::span<const size_t> sendcounts,
+                            std::span<const size_t> sdispls, std::span<const size_t> recvcounts,
+                            std::span<const size_t> rdispls) {
+  if (nranks < 1) throw_error(cclInvalidArgument, "pairwise_alltoallv: nranks %d < 1", nranks);
+  if (rank < 0 || rank >= nranks) {
+    throw_error(cclInvalidArgument, "pairwise_alltoallv: rank %d not in [0,%d)", rank, nranks);
+  }
+  check_blocks("send ", sendcounts, sdispls, nranks);
+  check_blocks("recv ", recvcounts, rdispls, nranks);
+  const size_t own = sendcounts[rank];
+  if (recvcounts[rank] != own) {
+    throw_error(cclInvalidArgument,
+                "pairwise_alltoallv: rank %d sends %zu elements to itself but expects %zu", rank,
+                own, recvcounts[rank]);
+  }
+  Schedule s;
+  const Step copy_own{StepKind::Copy, -1, Region{Buffer::Input, sdispls[rank], own},
+                      Region{Buffer::Output, rdispls[rank], own}};
+  bool copied = own == 0;
+  for (int k = 1; k < nranks; ++k) {
+    const int to = (rank + k) % nranks, from = (rank - k + nranks) % nranks;
+    Round round;
+    if (sendcounts[to] != 0) {
+      round.steps.push_back(
+          Step{StepKind::Send, to, Region{Buffer::Input, sdispls[to], sendcounts[to]}, Region{}});
+    }
+    if (recvcounts[from] != 0) {
+      round.steps.push_back(Step{StepKind::Recv, from, Region{},
+                                 Region{Buffer::Output, rdispls[from], recvcounts[from]}});
+    }
+    // The own block goes in the first round that moves anything, after its transfers are
+    // posted, so the copy overlaps them.
+    if (!copied && !round.steps.empty()) {
+      round.steps.push_back(copy_own);
+      copied = true;
+    }
+    if (!round.steps.empty()) s.rounds.push_back(std::move(round));
+  }
+  if (!copied) s.rounds.push_back(Round{{copy_own}});
+  return s;
+}
+
+}  // namespace ccl::algo

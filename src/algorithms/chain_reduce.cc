@@ -1,0 +1,66 @@
+#include "algorithms/chain_reduce.h"
+
+#include "algorithms/ring_place.h"
+#include "core/error.h"
+
+namespace ccl::algo {
+
+Schedule chain_reduce(const RingParams& params, int root) {
+  const RingPlace ring = place_on_ring(params, "chain_reduce");
+  const int n = ring.n;
+  if (root < 0 || root >= n) {
+    throw_error(cclInvalidArgument, "chain_reduce: root %d not in [0,%d)", root, n);
+  }
+  Schedule s;
+  const size_t count = params.count;
+  if (count == 0) return s;  // touches nothing; buffers may be NULL
+  const Region all_out{Buffer::Output, 0, count};
+  if (n == 1) {
+    // The executor skips the copy when Input and Output are the same memory.
+    s.rounds.push_back(Round{{Step{StepKind::Copy, -1, Region{Buffer::Input, 0, count}, all_out}}});
+    s.rounds.push_back(Round{{Step{StepKind::Finalize, -1, Region{}, all_out}}});
+    return s;
+  }
+  // 0: the root, n-1: the far end of the chain, where the data starts.
+  const int index = ((ring.pos - ring.position_of(root)) % n + n) % n;
+  const size_t nchunks = chunks_per_piece(count, params.chunk_elems);
+  const Piece whole{0, count};
+  // Data flows towards the root: from the next rank on the ring to the previous one.
+  const int from = ring.next(), to = ring.prev();
+  const auto input = [&](size_t c) { return sub_region(Buffer::Input, whole, nchunks, c); };
+
+  if (index == n - 1) {
+    for (size_t c = 0; c < nchunks; ++c) s.rounds.push_back(Round{{send_step(to, input(c))}});
+    return s;
+  }
+  if (index == 0) {
+    // Chunk c is reduced in round c and finalized in round c+1, after the next receive is posted.
+    const auto output = [&](size_t c) { return sub_region(Buffer::Output, whole, nchunks, c); };
+    for (size_t c = 0; c <= nchunks; ++c) {
+      Round round;
+      if (c < nchunks) {
+        round.steps.push_back(Step{StepKind::RecvReduce, from, input(c), output(c)});
+      }
+      if (c > 0) round.steps.push_back(Step{StepKind::Finalize, -1, Region{}, output(c - 1)});
+      s.rounds.push_back(std::move(round));
+    }
+    return s;
+  }
+  // A middle rank: partial sums in two alternating Scratch slots of the largest chunk.
+  const size_t slot_elems = split_even(count, nchunks, 0).count;
+  s.scratch_elems = (nchunks > 1 ? 2 : 1) * slot_elems;
+  const auto partial = [&](size_t c) {
+    return Region{Buffer::Scratch, (c % 2) * slot_elems, split_even(count, nchunks, c).count};
+  };
+  // Chunk c arrives in round c and leaves in round c+1: one round deep per hop, like the
+  // broadcast chain, so every send meets its receive in the same round of the pair.
+  for (size_t c = 0; c <= nchunks; ++c) {
+    Round round;
+    if (c < nchunks) round.steps.push_back(Step{StepKind::RecvReduce, from, input(c), partial(c)});
+    if (c > 0) round.steps.push_back(send_step(to, partial(c - 1)));
+    s.rounds.push_back(std::move(round));
+  }
+  return s;
+}
+
+}  // namespace ccl::algo
