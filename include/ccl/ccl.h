@@ -167,6 +167,23 @@ CCL_API cclResult_t cclReduceScatter(const void* sendbuff, void* recvbuff, size_
 /** Sends `count` elements to each peer. */
 CCL_API cclResult_t cclAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
                                 cclDataType_t datatype, cclComm_t comm, cclStream_t stream);
+/** Uneven allgather (beyond NCCL, for PyTorch's all_gather with unequal sizes): rank q's
+ *  `sendcount` elements land at recvbuff + displs[q] elements; recvcounts[q] is what rank q sends
+ *  (recvcounts[rank] must equal sendcount). recvcounts and displs have nranks entries, in elements.
+ *  In place: sendbuff == recvbuff + displs[rank] * size. */
+CCL_API cclResult_t cclAllGatherV(const void* sendbuff, size_t sendcount, void* recvbuff,
+                                  const size_t* recvcounts, const size_t* displs,
+                                  cclDataType_t datatype, cclComm_t comm, cclStream_t stream);
+/** Uneven all-to-all (beyond NCCL, for PyTorch's all_to_all_single with splits): sendcounts[p]
+ *  elements from sendbuff + sdispls[p] go to rank p, which receives them at recvbuff + rdispls[q]
+ *  (q the sender) and must have recvcounts[q] equal to them. All arrays have nranks entries, in
+ *  elements. sendbuff == recvbuff is allowed (the send data is copied first).
+ *  Both V calls read their count and displacement arrays during the call (also inside a group or
+ *  with a stream): only the data buffers must stay valid until the operation completes. */
+CCL_API cclResult_t cclAlltoAllV(const void* sendbuff, const size_t* sendcounts,
+                                 const size_t* sdispls, void* recvbuff, const size_t* recvcounts,
+                                 const size_t* rdispls, cclDataType_t datatype, cclComm_t comm,
+                                 cclStream_t stream);
 CCL_API cclResult_t cclSend(const void* sendbuff, size_t count, cclDataType_t datatype, int peer,
                             cclComm_t comm, cclStream_t stream);
 CCL_API cclResult_t cclRecv(void* recvbuff, size_t count, cclDataType_t datatype, int peer,

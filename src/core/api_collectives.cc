@@ -1,8 +1,13 @@
 // Collectives: arguments are checked here, synchronously (so errors come from the call that has
 // them), then the operation runs now (NULL stream) or is queued on the stream.
+#include <cstdint>
+#include <memory>
+#include <vector>
+
 #include "algorithms/reduce/reduce.h"
 #include "core/api_guard.h"
 #include "core/error.h"
+#include "core/group.h"
 #include "core/stream.h"
 
 using namespace ccl;
@@ -17,27 +22,76 @@ cclStream* checked_stream(cclStream* stream, const char* function) {
 }
 
 // Checks the communicator, the stream and the call's own arguments (`validate`) in one pass, then
-// runs `op(communicator)` now, or queues it on `stream` holding a reference to the communicator.
+// runs `op(communicator)` now (NULL stream), queues it on `stream` holding a reference to the
+// communicator, or adds it to the open group.
 template <class Validate, class Op>
 cclResult_t submit(cclComm* handle, cclStream* stream, const char* function, Validate validate,
                    Op op) {
+  const bool in_group = group::active();
   cclResult_t checked = guarded(handle, function, [&] {
     validate(checked_comm(handle, function));
     checked_stream(stream, function);
+    if (in_group) group::add_collective(handle->impl, stream, function, op);
   });
-  if (checked != cclSuccess) return checked;
+  if (checked != cclSuccess || in_group) return checked;
   // On the NULL stream the caller's handle keeps the communicator alive for the call (destroying
   // it meanwhile is the caller's error): no reference to take, which costs two atomic operations.
   if (stream == nullptr) return guarded(handle->impl.get(), function, [&] { op(*handle->impl); });
-  std::shared_ptr<Communicator> comm = handle->impl;
-  stream->enqueue(
-      [comm, function, op]() { return guarded(comm.get(), function, [&] { op(*comm); }); });
+  group::queue_on_stream(stream, handle->impl, [function, op](Communicator& c) {
+    return guarded(&c, function, [&] { op(c); });
+  });
   return cclSuccess;
 }
 
-cclResult_t not_implemented(const char* function) {
-  return guarded(kNoComm, function,
-                 [&] { throw_error(cclInvalidUsage, "%s is not implemented yet", function); });
+// A send or receive: checked, then added to the open group, or run as a group of its own.
+cclResult_t point_to_point(bool send, const void* buffer, size_t count, cclDataType_t datatype,
+                           int peer, cclComm* handle, cclStream* stream, const char* function) {
+  cclResult_t checked = guarded(handle, function, [&] {
+    Communicator& c = checked_comm(handle, function);
+    check_datatype(datatype, function);
+    check_count(count, datatype, function);
+    check_buffer(buffer, send ? "sendbuff" : "recvbuff", count, function);
+    check_rank(peer, c.nranks(), "peer", function);
+    checked_stream(stream, function);
+  });
+  if (checked != cclSuccess) return checked;
+  const bool own_group = !group::active();
+  if (own_group) group::start();
+  algo::PointToPoint op{send, peer, count * reduce::datatype_size(datatype)};
+  cclResult_t added = guarded(handle, function, [&] {
+    group::add_point_to_point(handle->impl, stream, function, op,
+                              static_cast<std::byte*>(const_cast<void*>(buffer)));
+  });
+  if (!own_group) return added;
+  cclResult_t ended = group::end();
+  return added != cclSuccess ? added : ended;
+}
+
+// nranks entries, each checked not to overflow, and copied: with a stream the call returns
+// before the operation runs, and the caller's arrays need not outlive the call.
+std::vector<size_t> checked_counts(const size_t* values, int nranks, const char* name,
+                                   const char* function) {
+  if (values == nullptr) throw_error(cclInvalidArgument, "%s: %s is NULL", function, name);
+  return std::vector<size_t>(values, values + nranks);
+}
+
+size_t total(const std::vector<size_t>& counts) {
+  size_t sum = 0;
+  for (size_t c : counts) sum += c;
+  return sum;
+}
+
+// Every (count, displacement) pair addresses memory without overflowing.
+void check_extents(const std::vector<size_t>& counts, const std::vector<size_t>& displs,
+                   cclDataType_t type, const char* counts_name, const char* displs_name,
+                   const char* function) {
+  const size_t limit = SIZE_MAX / reduce::datatype_size(type) / 2;
+  for (size_t q = 0; q < counts.size(); ++q) {
+    if (counts[q] > limit || displs[q] > limit - counts[q]) {
+      throw_error(cclInvalidArgument, "%s: %s[%zu] = %zu with %s[%zu] = %zu is too large", function,
+                  counts_name, q, counts[q], displs_name, q, displs[q]);
+    }
+  }
 }
 
 }  // namespace
@@ -49,9 +103,9 @@ cclResult_t cclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ccl
   const char* fn = "cclAllReduce";
   return submit(
       comm, stream, fn,
-      [&](Communicator&) {
+      [&](Communicator& c) {
         check_datatype(datatype, fn);
-        check_op(op, fn);
+        check_op(c, op, datatype, fn);
         check_count(count, datatype, fn);
         check_buffer(sendbuff, "sendbuff", count, fn);
         check_buffer(recvbuff, "recvbuff", count, fn);
@@ -79,36 +133,144 @@ cclResult_t cclBarrier(cclComm_t comm, cclStream_t stream) {
       comm, stream, "cclBarrier", [](Communicator&) {}, [](Communicator& c) { c.barrier(); });
 }
 
-// Implemented by the collective-set issue; until then they say so.
-cclResult_t cclReduce(const void*, void*, size_t, cclDataType_t, cclRedOp_t, int, cclComm_t,
-                      cclStream_t) {
-  return not_implemented("cclReduce");
+cclResult_t cclReduce(const void* sendbuff, void* recvbuff, size_t count, cclDataType_t datatype,
+                      cclRedOp_t op, int root, cclComm_t comm, cclStream_t stream) {
+  const char* fn = "cclReduce";
+  return submit(
+      comm, stream, fn,
+      [&](Communicator& c) {
+        check_datatype(datatype, fn);
+        check_op(c, op, datatype, fn);
+        check_count(count, datatype, fn);
+        check_rank(root, c.nranks(), "root", fn);
+        check_buffer(sendbuff, "sendbuff", count, fn);
+        if (c.rank() == root) check_buffer(recvbuff, "recvbuff", count, fn);
+      },
+      [=](Communicator& c) { c.reduce(sendbuff, recvbuff, count, datatype, op, root); });
 }
-cclResult_t cclAllGather(const void*, void*, size_t, cclDataType_t, cclComm_t, cclStream_t) {
-  return not_implemented("cclAllGather");
+
+cclResult_t cclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                         cclDataType_t datatype, cclComm_t comm, cclStream_t stream) {
+  const char* fn = "cclAllGather";
+  return submit(
+      comm, stream, fn,
+      [&](Communicator& c) {
+        check_datatype(datatype, fn);
+        check_count(sendcount * c.nranks(), datatype, fn);
+        check_buffer(sendbuff, "sendbuff", sendcount, fn);
+        check_buffer(recvbuff, "recvbuff", sendcount, fn);
+      },
+      [=](Communicator& c) { c.all_gather(sendbuff, recvbuff, sendcount, datatype); });
 }
-cclResult_t cclReduceScatter(const void*, void*, size_t, cclDataType_t, cclRedOp_t, cclComm_t,
-                             cclStream_t) {
-  return not_implemented("cclReduceScatter");
+
+cclResult_t cclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                             cclDataType_t datatype, cclRedOp_t op, cclComm_t comm,
+                             cclStream_t stream) {
+  const char* fn = "cclReduceScatter";
+  return submit(
+      comm, stream, fn,
+      [&](Communicator& c) {
+        check_datatype(datatype, fn);
+        check_op(c, op, datatype, fn);
+        check_count(recvcount * c.nranks(), datatype, fn);
+        check_buffer(sendbuff, "sendbuff", recvcount, fn);
+        check_buffer(recvbuff, "recvbuff", recvcount, fn);
+      },
+      [=](Communicator& c) { c.reduce_scatter(sendbuff, recvbuff, recvcount, datatype, op); });
 }
-cclResult_t cclAlltoAll(const void*, void*, size_t, cclDataType_t, cclComm_t, cclStream_t) {
-  return not_implemented("cclAlltoAll");
+
+cclResult_t cclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, cclDataType_t datatype,
+                        cclComm_t comm, cclStream_t stream) {
+  const char* fn = "cclAlltoAll";
+  return submit(
+      comm, stream, fn,
+      [&](Communicator& c) {
+        check_datatype(datatype, fn);
+        check_count(count * c.nranks(), datatype, fn);
+        check_buffer(sendbuff, "sendbuff", count, fn);
+        check_buffer(recvbuff, "recvbuff", count, fn);
+      },
+      [=](Communicator& c) { c.all_to_all(sendbuff, recvbuff, count, datatype); });
 }
-cclResult_t cclSend(const void*, size_t, cclDataType_t, int, cclComm_t, cclStream_t) {
-  return not_implemented("cclSend");
+
+cclResult_t cclAllGatherV(const void* sendbuff, size_t sendcount, void* recvbuff,
+                          const size_t* recvcounts, const size_t* displs, cclDataType_t datatype,
+                          cclComm_t comm, cclStream_t stream) {
+  const char* fn = "cclAllGatherV";
+  // Filled by the checks, read when the operation runs (maybe later, on a stream).
+  struct Layout {
+    std::vector<size_t> counts, displs;
+  };
+  auto layout = std::make_shared<Layout>();
+  std::vector<size_t>& counts = layout->counts;
+  std::vector<size_t>& offsets = layout->displs;
+  return submit(
+      comm, stream, fn,
+      [&](Communicator& c) {
+        check_datatype(datatype, fn);
+        counts = checked_counts(recvcounts, c.nranks(), "recvcounts", fn);
+        offsets = checked_counts(displs, c.nranks(), "displs", fn);
+        if (counts[c.rank()] != sendcount) {
+          throw_error(cclInvalidArgument, "%s: recvcounts[%d] is %zu but sendcount is %zu", fn,
+                      c.rank(), counts[c.rank()], sendcount);
+        }
+        check_extents(counts, offsets, datatype, "recvcounts", "displs", fn);
+        check_buffer(sendbuff, "sendbuff", sendcount, fn);
+        check_buffer(recvbuff, "recvbuff", total(counts), fn);
+      },
+      [=](Communicator& c) {
+        c.all_gather_v(sendbuff, recvbuff, layout->counts, layout->displs, datatype);
+      });
 }
-cclResult_t cclRecv(void*, size_t, cclDataType_t, int, cclComm_t, cclStream_t) {
-  return not_implemented("cclRecv");
+
+cclResult_t cclAlltoAllV(const void* sendbuff, const size_t* sendcounts, const size_t* sdispls,
+                         void* recvbuff, const size_t* recvcounts, const size_t* rdispls,
+                         cclDataType_t datatype, cclComm_t comm, cclStream_t stream) {
+  const char* fn = "cclAlltoAllV";
+  // Filled by the checks, read when the operation runs (maybe later, on a stream).
+  struct Layout {
+    std::vector<size_t> sendcounts, sdispls, recvcounts, rdispls;
+  };
+  auto layout = std::make_shared<Layout>();
+  std::vector<size_t>& scounts = layout->sendcounts;
+  std::vector<size_t>& soffsets = layout->sdispls;
+  std::vector<size_t>& rcounts = layout->recvcounts;
+  std::vector<size_t>& roffsets = layout->rdispls;
+  return submit(
+      comm, stream, fn,
+      [&](Communicator& c) {
+        check_datatype(datatype, fn);
+        scounts = checked_counts(sendcounts, c.nranks(), "sendcounts", fn);
+        soffsets = checked_counts(sdispls, c.nranks(), "sdispls", fn);
+        rcounts = checked_counts(recvcounts, c.nranks(), "recvcounts", fn);
+        roffsets = checked_counts(rdispls, c.nranks(), "rdispls", fn);
+        check_extents(scounts, soffsets, datatype, "sendcounts", "sdispls", fn);
+        check_extents(rcounts, roffsets, datatype, "recvcounts", "rdispls", fn);
+        check_buffer(sendbuff, "sendbuff", total(scounts), fn);
+        check_buffer(recvbuff, "recvbuff", total(rcounts), fn);
+      },
+      [=](Communicator& c) {
+        const Layout& l = *layout;
+        c.all_to_all_v(sendbuff, l.sendcounts, l.sdispls, recvbuff, l.recvcounts, l.rdispls,
+                       datatype);
+      });
 }
-cclResult_t cclGroupStart(void) { return not_implemented("cclGroupStart"); }
-cclResult_t cclGroupEnd(void) { return not_implemented("cclGroupEnd"); }
-cclResult_t cclCommSplit(cclComm_t, int, int, cclComm_t*, cclConfig_t*) {
-  return not_implemented("cclCommSplit");
+
+cclResult_t cclSend(const void* sendbuff, size_t count, cclDataType_t datatype, int peer,
+                    cclComm_t comm, cclStream_t stream) {
+  return point_to_point(true, sendbuff, count, datatype, peer, comm, stream, "cclSend");
 }
-cclResult_t cclCommFinalize(cclComm_t) { return not_implemented("cclCommFinalize"); }
-cclResult_t cclRedOpCreatePreMulSum(cclRedOp_t*, void*, cclDataType_t, int, cclComm_t) {
-  return not_implemented("cclRedOpCreatePreMulSum");
+
+cclResult_t cclRecv(void* recvbuff, size_t count, cclDataType_t datatype, int peer, cclComm_t comm,
+                    cclStream_t stream) {
+  return point_to_point(false, recvbuff, count, datatype, peer, comm, stream, "cclRecv");
 }
-cclResult_t cclRedOpDestroy(cclRedOp_t, cclComm_t) { return not_implemented("cclRedOpDestroy"); }
+
+cclResult_t cclGroupStart(void) {
+  group::start();
+  return cclSuccess;
+}
+
+cclResult_t cclGroupEnd(void) { return group::end(); }
 
 }  // extern "C"

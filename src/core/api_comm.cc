@@ -21,15 +21,9 @@ std::chrono::milliseconds default_timeout() {
   return std::chrono::milliseconds(seconds * 1000);
 }
 
-CommOptions make_options(int nranks, int rank, const cclConfig_t* config, const char* function) {
-  if (nranks < 1)
-    throw_error(cclInvalidArgument, "%s: nranks %d must be at least 1", function, nranks);
-  check_rank(rank, nranks, "rank", function);
-  CommOptions options;
-  options.rank = rank;
-  options.nranks = nranks;
-  options.timeout = default_timeout();
-  if (config == nullptr) return options;
+// The config's settings over `options` (the library defaults, or a parent's settings).
+void apply_config(CommOptions& options, const cclConfig_t* config, const char* function) {
+  if (config == nullptr) return;
   if (config->magic != CCL_CONFIG_MAGIC ||
       config->size < offsetof(cclConfig_t, commName) + sizeof(config->commName)) {
     throw_error(cclInvalidArgument,
@@ -50,6 +44,17 @@ CommOptions make_options(int nranks, int rank, const cclConfig_t* config, const 
   // blocking = 0 is accepted; init and operations still complete before returning, which a
   // non-blocking caller observes as an operation that finished at once.
   if (config->commName != nullptr) options.name = config->commName;
+}
+
+CommOptions make_options(int nranks, int rank, const cclConfig_t* config, const char* function) {
+  if (nranks < 1)
+    throw_error(cclInvalidArgument, "%s: nranks %d must be at least 1", function, nranks);
+  check_rank(rank, nranks, "rank", function);
+  CommOptions options;
+  options.rank = rank;
+  options.nranks = nranks;
+  options.timeout = default_timeout();
+  apply_config(options, config, function);
   return options;
 }
 
@@ -128,6 +133,47 @@ cclResult_t cclCommInitFromEnv(cclComm_t* comm) {
     }
     *comm = joined;
   });
+}
+
+cclResult_t cclCommSplit(cclComm_t comm, int color, int key, cclComm_t* newcomm,
+                         cclConfig_t* config) {
+  const char* fn = "cclCommSplit";
+  return guarded(comm, fn, [&] {
+    Communicator& parent = checked_comm(comm, fn);
+    if (newcomm == nullptr) throw_error(cclInvalidArgument, "%s: newcomm is NULL", fn);
+    *newcomm = nullptr;
+    if (color < 0 && color != CCL_SPLIT_NOCOLOR) {
+      throw_error(cclInvalidArgument,
+                  "%s: color %d must be >= 0, or CCL_SPLIT_NOCOLOR (-1) for no new communicator",
+                  fn, color);
+    }
+    CommOptions options = parent.options();  // the parent's settings unless the config says
+    options.loopback = nullptr;
+    apply_config(options, config, fn);
+    std::shared_ptr<Communicator> child = parent.split(color, key, options);
+    if (child) *newcomm = make_handle(std::move(child));
+  });
+}
+
+cclResult_t cclCommFinalize(cclComm_t comm) {
+  return guarded(comm, "cclCommFinalize",
+                 [&] { checked_comm(comm, "cclCommFinalize").finalize(); });
+}
+
+cclResult_t cclRedOpCreatePreMulSum(cclRedOp_t* op, void* scalar, cclDataType_t datatype,
+                                    int residence, cclComm_t comm) {
+  const char* fn = "cclRedOpCreatePreMulSum";
+  return guarded(comm, fn, [&] {
+    Communicator& c = checked_comm(comm, fn);
+    if (op == nullptr) throw_error(cclInvalidArgument, "%s: op is NULL", fn);
+    check_datatype(datatype, fn);
+    *op = c.reduction_ops().create_premul_sum(scalar, datatype, residence);
+  });
+}
+
+cclResult_t cclRedOpDestroy(cclRedOp_t op, cclComm_t comm) {
+  return guarded(comm, "cclRedOpDestroy",
+                 [&] { checked_comm(comm, "cclRedOpDestroy").reduction_ops().destroy(op); });
 }
 
 cclResult_t cclCommDestroy(cclComm_t comm) {

@@ -53,11 +53,8 @@ void check_datatype(cclDataType_t type, const char* function) {
   }
 }
 
-void check_op(cclRedOp_t op, const char* function) {
-  if (static_cast<int>(op) < 0 || static_cast<int>(op) >= cclNumOps) {
-    throw_error(cclInvalidArgument, "%s: op %d is not a valid cclRedOp_t", function,
-                static_cast<int>(op));
-  }
+void check_op(Communicator& comm, cclRedOp_t op, cclDataType_t type, const char* function) {
+  comm.reduction_ops().check(op, type, function);
 }
 
 void check_buffer(const void* buffer, const char* name, size_t count, const char* function) {

@@ -43,7 +43,8 @@ const char* thread_last_error();
 // Argument checks shared by the API functions; each throws InvalidArgument naming the argument.
 Communicator& checked_comm(cclComm* comm, const char* function);
 void check_datatype(cclDataType_t type, const char* function);
-void check_op(cclRedOp_t op, const char* function);
+// A built-in op, or a PreMulSum op of `comm` made for `type` (check the datatype first).
+void check_op(Communicator& comm, cclRedOp_t op, cclDataType_t type, const char* function);
 void check_buffer(const void* buffer, const char* name, size_t count, const char* function);
 void check_count(size_t count, cclDataType_t type, const char* function);
 void check_rank(int rank, int nranks, const char* name, const char* function);

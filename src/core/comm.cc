@@ -6,9 +6,6 @@
 
 #include <cstdio>
 
-#include "algorithms/recursive_doubling.h"
-#include "algorithms/reduce/reduce.h"
-#include "algorithms/ring.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -20,8 +17,6 @@
 namespace ccl {
 
 namespace {
-
-enum ScheduleKind { kAllReduce = 0, kBroadcast = 1, kBarrier = 2 };
 
 std::string random_tag() {
   uint8_t bytes[6];
@@ -168,125 +163,6 @@ void Communicator::set_last_error(const std::string& message) {
 const char* Communicator::last_error() {
   std::lock_guard<std::mutex> lock(error_mutex_);
   return last_error_.c_str();
-}
-
-void Communicator::check_usable(const char* what) const {
-  if (destroyed_.load()) throw_error(cclInvalidUsage, "%s: the communicator was destroyed", what);
-  if (abort_.load()) throw_error(cclInvalidUsage, "%s: the communicator was aborted", what);
-  cclResult_t failed = async_error_.load();
-  if (failed != cclSuccess) {
-    throw_error(failed, "%s: the communicator failed earlier (%s); destroy or abort it", what,
-                cclGetErrorString(failed));
-  }
-}
-
-const algo::Schedule& Communicator::cached(int kind, size_t count, int root, size_t elem_size) {
-  auto key = std::make_tuple(kind, count, root, elem_size);
-  auto it = schedules_.find(key);
-  if (it != schedules_.end()) return it->second;
-  if (schedules_.size() >= 256) schedules_.clear();  // bounded memory for sweeping sizes
-  algo::RingParams params;
-  params.nranks = nranks_;
-  params.rank = rank_;
-  params.count = count;
-  params.chunk_elems = chunk_bytes_ / elem_size;
-  algo::Schedule schedule;
-  switch (kind) {
-    case kAllReduce:
-      schedule = algo::ring_allreduce(params);
-      break;
-    case kBroadcast:
-      schedule = algo::chain_broadcast(params, root);
-      break;
-    default:
-      schedule = algo::dissemination_barrier(nranks_, rank_);
-      break;
-  }
-  return schedules_.emplace(key, std::move(schedule)).first->second;
-}
-
-void* Communicator::scratch(size_t bytes) {
-  // Kept for the life of the communicator: touched once, no page faults on later calls.
-  if (scratch_.size() < bytes) scratch_.resize(bytes);
-  return scratch_.data();
-}
-
-template <typename Body>
-void Communicator::run_op(const char* what, Body&& body) {
-  algo::OpLabel name{what, sequence_};
-  try {
-    body(Deadline::after(options_.timeout), name);
-  } catch (const Error& e) {
-    record_failure(e.code());
-    throw;
-  }
-}
-
-void Communicator::execute(const algo::Schedule& schedule, const void* input, void* output,
-                           const algo::ExecOp& op, const char* what) {
-  // Every schedule gets the scratch it asks for, whatever the collective.
-  algo::ExecBuffers buffers{input, output, scratch(schedule.scratch_elems * op.elem_size)};
-  run_op(what, [&](Deadline deadline, const algo::OpLabel& name) {
-    CCL_TRACE(kColl, "%s: %zu rounds", name.str().c_str(), schedule.rounds.size());
-    executor_->run(schedule, buffers, op, deadline, name);
-  });
-}
-
-void Communicator::all_reduce(const void* sendbuff, void* recvbuff, size_t count,
-                              cclDataType_t type, cclRedOp_t op) {
-  std::lock_guard<std::mutex> lock(op_mutex_);
-  check_usable("cclAllReduce");
-  ++sequence_;
-  if (count == 0) return;
-  const algo::ExecOp exec = algo::reduction_op(type, op, nranks_);
-  if (direct_fits(count * exec.elem_size)) {
-    return run_op("allreduce", [&](Deadline deadline, const algo::OpLabel& name) {
-      direct_->all_reduce(sendbuff, recvbuff, count, exec, deadline, name);
-    });
-  }
-  execute(cached(kAllReduce, count, -1, exec.elem_size), sendbuff, recvbuff, exec, "allreduce");
-}
-
-void Communicator::broadcast(const void* sendbuff, void* recvbuff, size_t count, cclDataType_t type,
-                             int root) {
-  std::lock_guard<std::mutex> lock(op_mutex_);
-  check_usable("cclBroadcast");
-  ++sequence_;
-  if (count == 0) return;
-  algo::ExecOp exec;
-  exec.elem_size = reduce::datatype_size(type);
-  const size_t bytes = count * exec.elem_size;
-  if (direct_ && bytes >= algo::DirectCollectives::kRegisteredBroadcastMin) {
-    bool done = false;
-    run_op("broadcast", [&](Deadline deadline, const algo::OpLabel& name) {
-      done = direct_->broadcast_registered(sendbuff, recvbuff, bytes, root, deadline, name);
-    });
-    if (done) {
-      CCL_TRACE(kColl, "broadcast #%llu: one copy through registered memory",
-                static_cast<unsigned long long>(sequence_));
-      return;
-    }
-  }
-  if (direct_fits(bytes)) {
-    return run_op("broadcast", [&](Deadline deadline, const algo::OpLabel& name) {
-      direct_->broadcast(sendbuff, recvbuff, bytes, root, deadline, name);
-    });
-  }
-  execute(cached(kBroadcast, count, root, exec.elem_size), sendbuff, recvbuff, exec, "broadcast");
-}
-
-void Communicator::barrier() {
-  std::lock_guard<std::mutex> lock(op_mutex_);
-  check_usable("cclBarrier");
-  ++sequence_;
-  if (direct_) {
-    return run_op("barrier", [&](Deadline deadline, const algo::OpLabel& name) {
-      direct_->barrier(deadline, name);
-    });
-  }
-  algo::ExecOp exec;
-  exec.elem_size = 1;
-  execute(cached(kBarrier, 0, -1, 1), nullptr, nullptr, exec, "barrier");
 }
 
 }  // namespace ccl

@@ -3,19 +3,23 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "algorithms/direct.h"
 #include "algorithms/executor.h"
+#include "algorithms/point_to_point.h"
 #include "algorithms/schedule.h"
 #include "ccl/ccl.h"
 #include "core/bootstrap/store.h"
 #include "core/deadline.h"
+#include "core/reduction_ops.h"
 #include "transport/transport.h"
 
 namespace ccl {
@@ -43,10 +47,42 @@ class Communicator {
   int rank() const { return rank_; }
   int nranks() const { return nranks_; }
 
+  // The collectives (comm_collectives.cc). Arguments were checked by the C layer; counts and
+  // displacements are in elements; `op` may be a PreMulSum op of this communicator.
   void all_reduce(const void* sendbuff, void* recvbuff, size_t count, cclDataType_t type,
                   cclRedOp_t op);
   void broadcast(const void* sendbuff, void* recvbuff, size_t count, cclDataType_t type, int root);
+  void reduce(const void* sendbuff, void* recvbuff, size_t count, cclDataType_t type, cclRedOp_t op,
+              int root);
+  void all_gather(const void* sendbuff, void* recvbuff, size_t sendcount, cclDataType_t type);
+  void all_gather_v(const void* sendbuff, void* recvbuff, std::span<const size_t> counts,
+                    std::span<const size_t> displs, cclDataType_t type);
+  void reduce_scatter(const void* sendbuff, void* recvbuff, size_t recvcount, cclDataType_t type,
+                      cclRedOp_t op);
+  void all_to_all(const void* sendbuff, void* recvbuff, size_t count, cclDataType_t type);
+  void all_to_all_v(const void* sendbuff, std::span<const size_t> sendcounts,
+                    std::span<const size_t> sdispls, void* recvbuff,
+                    std::span<const size_t> recvcounts, std::span<const size_t> rdispls,
+                    cclDataType_t type);
   void barrier();
+  // The sends and receives of one group, all posted at once; buffers[i] is operation i's.
+  void point_to_point(std::span<const algo::PointToPoint> operations,
+                      std::span<std::byte* const> buffers);
+
+  // cclCommSplit (comm_split.cc): collective over this communicator. Ranks of equal `color`
+  // form a new communicator, ordered by (key, rank here); CCL_SPLIT_NOCOLOR gives nullptr.
+  // `options` supplies the new communicator's timeout and name (rank and nranks are computed).
+  std::shared_ptr<Communicator> split(int color, int key, const CommOptions& options);
+  const CommOptions& options() const { return options_; }
+
+  // cclCommFinalize: waits (bounded by the timeout) until the operations queued on streams are
+  // done; afterwards every operation fails with InvalidUsage.
+  void finalize();
+  // Stream work of this communicator: counted so that finalize can wait for it.
+  void queued_begin();
+  void queued_end();
+
+  ReductionOps& reduction_ops() { return reduction_ops_; }
 
   // Abort: every wait of this communicator returns RemoteError promptly; safe from any thread.
   void abort();
@@ -77,15 +113,23 @@ class Communicator {
   bool direct_fits(size_t bytes) const { return direct_ && bytes <= direct_->max_bytes(); }
   const algo::Schedule& cached(int kind, size_t count, int root, size_t elem_size);
   void* scratch(size_t bytes);  // executor scratch of at least `bytes`
+  // Allreduce (root -1) or reduce to `root`, as operation `what`; the caller holds op_mutex_.
+  void reduce_to(const void* sendbuff, void* recvbuff, size_t count, cclDataType_t type,
+                 cclRedOp_t op, int root, const char* what);
+  // Starts an operation: the caller holds op_mutex_. Throws if the communicator is unusable.
+  void begin_op(const char* what);
+  // The input a reduction reads: `sendbuff`, or for PreMulSum a scaled copy of it.
+  const void* reduction_input(const Reduction& r, const void* sendbuff, size_t count);
+  // A private copy of `bytes` of `data` (for in-place all-to-all, whose input it overwrites).
+  const void* staged_copy(const void* data, size_t bytes);
 
   int rank_;
   int nranks_;
   CommOptions options_;
   algo::WaitPolicy wait_policy_;
   size_t chunk_bytes_ = 0;
-  size_t recursive_doubling_max_ = 0;
-  int local_ranks_ = 1;  // ranks on this host, this one included  // allreduce bytes up to which
-                         // recursive doubling is used
+  size_t recursive_doubling_max_ = 0;  // allreduce bytes up to which recursive doubling is used
+  int local_ranks_ = 1;                // ranks on this host, this one included
   AbortFlag abort_{false};
   std::atomic<bool> destroyed_{false};
   std::atomic<cclResult_t> async_error_{cclSuccess};
@@ -98,6 +142,12 @@ class Communicator {
   std::mutex op_mutex_;                              // one operation at a time on a communicator
   std::map<std::tuple<int, size_t, int, size_t>, algo::Schedule> schedules_;
   std::vector<std::byte> scratch_;
+  std::vector<std::byte> staging_;  // PreMulSum's scaled input, in-place all-to-all's copy
+  ReductionOps reduction_ops_;
+  std::atomic<bool> finalized_{false};
+  std::mutex queued_mutex_;
+  std::condition_variable queued_done_;
+  int queued_ = 0;  // operations queued on streams and not finished
   std::mutex error_mutex_;
   std::string last_error_;
 };

@@ -94,9 +94,9 @@ inline void store_value(cclDataType_t type, void* buffer, size_t i, double value
   }
 }
 
-// The expected result at element i: avg is the sum divided as the library divides (truncating
-// for integers, in float for the narrow float types, in the type itself otherwise).
-inline void store_expected(cclDataType_t type, cclRedOp_t op, int nranks, void* buffer, size_t i) {
+// The expected result of pattern element i: avg is the sum divided as the library divides
+// (truncating for integers, in float for the narrow float types, in the type itself otherwise).
+inline double expected_value(cclDataType_t type, cclRedOp_t op, int nranks, size_t i) {
   double value = reduce_values(op, nranks, i);
   if (op == cclAvg) {
     switch (type) {
@@ -115,7 +115,12 @@ inline void store_expected(cclDataType_t type, cclRedOp_t op, int nranks, void* 
         break;
     }
   }
-  store_value(type, buffer, i, value);
+  return value;
+}
+
+// Stores the expected result of pattern element i at element i of `buffer`.
+inline void store_expected(cclDataType_t type, cclRedOp_t op, int nranks, void* buffer, size_t i) {
+  store_value(type, buffer, i, expected_value(type, op, nranks, i));
 }
 
 }  // namespace ccl::testing

@@ -13,36 +13,13 @@
 #include "core/comm.h"
 #include "core/error.h"
 #include "expected_values.h"
+#include "loopback_ranks.h"
 #include "transport/loopback/loopback_transport.h"
 
 namespace ccl {
 namespace {
 
-// Runs body(comm) on `nranks` threads, each a rank of one loopback communicator.
-void run_ranks(int nranks, const std::function<void(Communicator&)>& body) {
-  InMemoryStore store;
-  auto fabric = std::make_shared<transport::LoopbackFabric>(nranks);
-  std::vector<std::thread> threads;
-  std::atomic<int> errors{0};
-  for (int r = 0; r < nranks; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        CommOptions options;
-        options.rank = r;
-        options.nranks = nranks;
-        options.timeout = std::chrono::milliseconds(30000);
-        options.loopback = fabric;
-        auto comm = Communicator::create(options, store);
-        body(*comm);
-      } catch (const Error& e) {
-        ADD_FAILURE() << "rank " << r << ": " << e.what();
-        ++errors;
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  EXPECT_EQ(errors.load(), 0);
-}
+using testing::run_ranks;
 
 class LoopbackComm : public ::testing::TestWithParam<int> {};
 

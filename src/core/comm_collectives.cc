@@ -1,0 +1,316 @@
+// The collectives of a communicator: each picks the direct (shared-window) path when every rank
+// shares memory and the message fits the window, else runs a schedule (cached per shape) through
+// the executor.
+#include <algorithm>
+#include <cstring>
+
+#include "algorithms/alltoall.h"
+#include "algorithms/chain_reduce.h"
+#include "algorithms/recursive_doubling.h"
+#include "algorithms/reduce/reduce.h"
+#include "algorithms/ring.h"
+#include "core/comm.h"
+#include "core/error.h"
+#include "core/log.h"
+
+namespace ccl {
+
+namespace {
+
+enum ScheduleKind {
+  kAllReduce,
+  kAllReduceRecursiveDoubling,
+  kBroadcast,
+  kBarrier,
+  kReduce,
+  kAllGather,
+  kReduceScatter,
+  kAlltoAll,
+};
+
+algo::ExecOp copy_op(cclDataType_t type) {
+  algo::ExecOp exec;
+  exec.elem_size = reduce::datatype_size(type);
+  return exec;
+}
+
+}  // namespace
+
+void Communicator::check_usable(const char* what) const {
+  if (destroyed_.load()) throw_error(cclInvalidUsage, "%s: the communicator was destroyed", what);
+  if (abort_.load()) throw_error(cclInvalidUsage, "%s: the communicator was aborted", what);
+  if (finalized_.load()) {
+    throw_error(cclInvalidUsage,
+                "%s: the communicator was finalized; only cclCommDestroy may follow", what);
+  }
+  cclResult_t failed = async_error_.load();
+  if (failed != cclSuccess) {
+    throw_error(failed, "%s: the communicator failed earlier (%s); destroy or abort it", what,
+                cclGetErrorString(failed));
+  }
+}
+
+void Communicator::begin_op(const char* what) {
+  check_usable(what);
+  ++sequence_;
+}
+
+const algo::Schedule& Communicator::cached(int kind, size_t count, int root, size_t elem_size) {
+  auto key = std::make_tuple(kind, count, root, elem_size);
+  auto it = schedules_.find(key);
+  if (it != schedules_.end()) return it->second;
+  if (schedules_.size() >= 256) schedules_.clear();  // bounded memory for sweeping sizes
+  algo::RingParams params;
+  params.nranks = nranks_;
+  params.rank = rank_;
+  params.count = count;
+  params.chunk_elems = chunk_bytes_ / elem_size;
+  algo::Schedule schedule;
+  switch (kind) {
+    case kAllReduce:
+      schedule = algo::ring_allreduce(params);
+      break;
+    case kAllReduceRecursiveDoubling:
+      schedule = algo::recursive_doubling_allreduce(nranks_, rank_, count);
+      break;
+    case kBroadcast:
+      schedule = algo::chain_broadcast(params, root);
+      break;
+    case kReduce:
+      schedule = algo::chain_reduce(params, root);
+      break;
+    case kAllGather:
+      schedule = algo::ring_allgather(params);
+      break;
+    case kReduceScatter:
+      schedule = algo::ring_reduce_scatter(params);
+      break;
+    case kAlltoAll: {
+      std::vector<size_t> counts(nranks_, count), displs(nranks_);
+      for (int q = 0; q < nranks_; ++q) displs[q] = q * count;
+      schedule = algo::pairwise_alltoallv(nranks_, rank_, counts, displs, counts, displs);
+      break;
+    }
+    default:
+      schedule = algo::dissemination_barrier(nranks_, rank_);
+      break;
+  }
+  return schedules_.emplace(key, std::move(schedule)).first->second;
+}
+
+void* Communicator::scratch(size_t bytes) {
+  // Kept for the life of the communicator: touched once, no page faults on later calls.
+  if (scratch_.size() < bytes) scratch_.resize(bytes);
+  return scratch_.data();
+}
+
+const void* Communicator::reduction_input(const Reduction& r, const void* sendbuff, size_t count) {
+  if (r.scale == nullptr) return sendbuff;
+  if (staging_.size() < count * r.exec.elem_size) staging_.resize(count * r.exec.elem_size);
+  r.scale(staging_.data(), sendbuff, count, r.scalar.data());
+  return staging_.data();
+}
+
+const void* Communicator::staged_copy(const void* data, size_t bytes) {
+  if (staging_.size() < bytes) staging_.resize(bytes);
+  if (bytes != 0) memcpy(staging_.data(), data, bytes);
+  return staging_.data();
+}
+
+template <typename Body>
+void Communicator::run_op(const char* what, Body&& body) {
+  algo::OpLabel name{what, sequence_};
+  try {
+    body(Deadline::after(options_.timeout), name);
+  } catch (const Error& e) {
+    record_failure(e.code());
+    throw;
+  }
+}
+
+void Communicator::execute(const algo::Schedule& schedule, const void* input, void* output,
+                           const algo::ExecOp& op, const char* what) {
+  // Every schedule gets the scratch it asks for, whatever the collective.
+  algo::ExecBuffers buffers{input, output, scratch(schedule.scratch_elems * op.elem_size), {}};
+  run_op(what, [&](Deadline deadline, const algo::OpLabel& name) {
+    CCL_TRACE(kColl, "%s: %zu rounds", name.str().c_str(), schedule.rounds.size());
+    executor_->run(schedule, buffers, op, deadline, name);
+  });
+}
+
+void Communicator::all_reduce(const void* sendbuff, void* recvbuff, size_t count,
+                              cclDataType_t type, cclRedOp_t op) {
+  std::lock_guard<std::mutex> lock(op_mutex_);
+  reduce_to(sendbuff, recvbuff, count, type, op, -1, "cclAllReduce");
+}
+
+void Communicator::reduce(const void* sendbuff, void* recvbuff, size_t count, cclDataType_t type,
+                          cclRedOp_t op, int root) {
+  std::lock_guard<std::mutex> lock(op_mutex_);
+  reduce_to(sendbuff, recvbuff, count, type, op, root, "cclReduce");
+}
+
+void Communicator::reduce_to(const void* sendbuff, void* recvbuff, size_t count, cclDataType_t type,
+                             cclRedOp_t op, int root, const char* what) {
+  begin_op(what);
+  if (count == 0) return;
+  const Reduction reduction = reduction_ops_.resolve(op, type, nranks_);
+  const algo::ExecOp& exec = reduction.exec;
+  const void* input = reduction_input(reduction, sendbuff, count);
+  const size_t bytes = count * exec.elem_size;
+  if (direct_fits(bytes)) {
+    // Through shared memory every rank reducing costs no more than one rank doing it: a reduce
+    // is an allreduce whose non-roots drop the result into scratch.
+    void* output = root < 0 || rank_ == root ? recvbuff : scratch(bytes);
+    return run_op(root < 0 ? "allreduce" : "reduce",
+                  [&](Deadline deadline, const algo::OpLabel& name) {
+                    direct_->all_reduce(input, output, count, exec, deadline, name);
+                  });
+  }
+  if (root >= 0) {
+    return execute(cached(kReduce, count, root, exec.elem_size), input, recvbuff, exec, "reduce");
+  }
+  const int kind = bytes <= recursive_doubling_max_ ? kAllReduceRecursiveDoubling : kAllReduce;
+  execute(cached(kind, count, -1, exec.elem_size), input, recvbuff, exec, "allreduce");
+}
+
+void Communicator::broadcast(const void* sendbuff, void* recvbuff, size_t count, cclDataType_t type,
+                             int root) {
+  std::lock_guard<std::mutex> lock(op_mutex_);
+  begin_op("cclBroadcast");
+  if (count == 0) return;
+  const algo::ExecOp exec = copy_op(type);
+  const size_t bytes = count * exec.elem_size;
+  if (direct_ && bytes >= algo::DirectCollectives::kRegisteredBroadcastMin) {
+    bool done = false;
+    run_op("broadcast", [&](Deadline deadline, const algo::OpLabel& name) {
+      done = direct_->broadcast_registered(sendbuff, recvbuff, bytes, root, deadline, name);
+    });
+    if (done) {
+      CCL_TRACE(kColl, "broadcast #%llu: one copy through registered memory",
+                static_cast<unsigned long long>(sequence_));
+      return;
+    }
+  }
+  if (direct_fits(bytes)) {
+    return run_op("broadcast", [&](Deadline deadline, const algo::OpLabel& name) {
+      direct_->broadcast(sendbuff, recvbuff, bytes, root, deadline, name);
+    });
+  }
+  execute(cached(kBroadcast, count, root, exec.elem_size), sendbuff, recvbuff, exec, "broadcast");
+}
+
+void Communicator::all_gather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                              cclDataType_t type) {
+  std::lock_guard<std::mutex> lock(op_mutex_);
+  begin_op("cclAllGather");
+  if (sendcount == 0) return;
+  const algo::ExecOp exec = copy_op(type);
+  execute(cached(kAllGather, sendcount, -1, exec.elem_size), sendbuff, recvbuff, exec, "allgather");
+}
+
+void Communicator::all_gather_v(const void* sendbuff, void* recvbuff,
+                                std::span<const size_t> counts, std::span<const size_t> displs,
+                                cclDataType_t type) {
+  std::lock_guard<std::mutex> lock(op_mutex_);
+  begin_op("cclAllGatherV");
+  const algo::ExecOp exec = copy_op(type);
+  algo::RingParams params;
+  params.nranks = nranks_;
+  params.rank = rank_;
+  params.count = counts[rank_];
+  params.chunk_elems = chunk_bytes_ / exec.elem_size;
+  execute(algo::ring_allgatherv(params, counts, displs), sendbuff, recvbuff, exec, "allgatherv");
+}
+
+void Communicator::reduce_scatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                  cclDataType_t type, cclRedOp_t op) {
+  std::lock_guard<std::mutex> lock(op_mutex_);
+  begin_op("cclReduceScatter");
+  if (recvcount == 0) return;
+  const Reduction reduction = reduction_ops_.resolve(op, type, nranks_);
+  const void* input = reduction_input(reduction, sendbuff, recvcount * nranks_);
+  execute(cached(kReduceScatter, recvcount, -1, reduction.exec.elem_size), input, recvbuff,
+          reduction.exec, "reducescatter");
+}
+
+void Communicator::all_to_all(const void* sendbuff, void* recvbuff, size_t count,
+                              cclDataType_t type) {
+  std::lock_guard<std::mutex> lock(op_mutex_);
+  begin_op("cclAlltoAll");
+  if (count == 0) return;
+  const algo::ExecOp exec = copy_op(type);
+  const size_t bytes = count * nranks_ * exec.elem_size;
+  // In place, the blocks received would overwrite blocks not yet sent: send from a copy.
+  const void* input = sendbuff == recvbuff ? staged_copy(sendbuff, bytes) : sendbuff;
+  execute(cached(kAlltoAll, count, -1, exec.elem_size), input, recvbuff, exec, "alltoall");
+}
+
+void Communicator::all_to_all_v(const void* sendbuff, std::span<const size_t> sendcounts,
+                                std::span<const size_t> sdispls, void* recvbuff,
+                                std::span<const size_t> recvcounts, std::span<const size_t> rdispls,
+                                cclDataType_t type) {
+  std::lock_guard<std::mutex> lock(op_mutex_);
+  begin_op("cclAlltoAllV");
+  const algo::ExecOp exec = copy_op(type);
+  const void* input = sendbuff;
+  if (sendbuff == recvbuff && sendbuff != nullptr) {
+    size_t extent = 0;
+    for (int q = 0; q < nranks_; ++q) {
+      if (sendcounts[q] != 0) extent = std::max(extent, sdispls[q] + sendcounts[q]);
+    }
+    input = staged_copy(sendbuff, extent * exec.elem_size);
+  }
+  execute(algo::pairwise_alltoallv(nranks_, rank_, sendcounts, sdispls, recvcounts, rdispls), input,
+          recvbuff, exec, "alltoallv");
+}
+
+void Communicator::barrier() {
+  std::lock_guard<std::mutex> lock(op_mutex_);
+  begin_op("cclBarrier");
+  if (direct_) {
+    return run_op("barrier", [&](Deadline deadline, const algo::OpLabel& name) {
+      direct_->barrier(deadline, name);
+    });
+  }
+  execute(cached(kBarrier, 0, -1, 1), nullptr, nullptr, copy_op(cclUint8), "barrier");
+}
+
+void Communicator::point_to_point(std::span<const algo::PointToPoint> operations,
+                                  std::span<std::byte* const> buffers) {
+  std::lock_guard<std::mutex> lock(op_mutex_);
+  begin_op("cclSend/cclRecv");
+  const algo::Schedule schedule = algo::point_to_point(rank_, operations);
+  if (schedule.rounds.empty()) return;
+  algo::ExecBuffers exec_buffers{nullptr, nullptr, nullptr, buffers};
+  algo::ExecOp exec;
+  exec.elem_size = 1;  // regions in bytes: the operations of a group may mix datatypes
+  run_op("send/recv", [&](Deadline deadline, const algo::OpLabel& name) {
+    executor_->run(schedule, exec_buffers, exec, deadline, name);
+  });
+}
+
+void Communicator::finalize() {
+  {
+    std::unique_lock<std::mutex> lock(queued_mutex_);
+    if (!queued_done_.wait_for(lock, options_.timeout, [&] { return queued_ == 0; })) {
+      throw_error(cclTimeout, "cclCommFinalize: %d operation(s) queued on streams did not finish",
+                  queued_);
+    }
+  }
+  std::lock_guard<std::mutex> lock(op_mutex_);  // lets an operation of another thread finish
+  check_usable("cclCommFinalize");
+  finalized_.store(true);
+}
+
+void Communicator::queued_begin() {
+  std::lock_guard<std::mutex> lock(queued_mutex_);
+  ++queued_;
+}
+
+void Communicator::queued_end() {
+  std::lock_guard<std::mutex> lock(queued_mutex_);
+  if (--queued_ == 0) queued_done_.notify_all();
+}
+
+}  // namespace ccl

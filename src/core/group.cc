@@ -1,0 +1,128 @@
+#include "core/group.h"
+
+#include <thread>
+#include <vector>
+
+#include "core/api_guard.h"
+#include "core/error.h"
+
+namespace ccl::group {
+
+namespace {
+
+struct Collective {
+  const char* function;
+  std::function<void(Communicator&)> run;
+};
+
+// One communicator's share of a group.
+struct Part {
+  std::shared_ptr<Communicator> comm;
+  cclStream* stream = nullptr;
+  std::vector<algo::PointToPoint> p2p;
+  std::vector<std::byte*> buffers;  // p2p[i]'s buffer
+  std::vector<Collective> collectives;
+};
+
+struct State {
+  int depth = 0;
+  std::vector<Part> parts;
+};
+
+thread_local State state;
+
+Part& part_for(const std::shared_ptr<Communicator>& comm, cclStream* stream, const char* function) {
+  for (Part& part : state.parts) {
+    if (part.comm != comm) continue;
+    if (part.stream != stream) {
+      throw_error(cclInvalidUsage,
+                  "%s: this communicator's operations in one group must all use the same stream",
+                  function);
+    }
+    return part;
+  }
+  Part& part = state.parts.emplace_back();
+  part.comm = comm;
+  part.stream = stream;
+  return part;
+}
+
+// Runs a part; the first failure stops it (the communicator is unusable after one anyway).
+cclResult_t run_part(Part& part, Communicator& comm) {
+  cclResult_t result = cclSuccess;
+  if (!part.p2p.empty()) {
+    result =
+        guarded(&comm, "cclSend/cclRecv", [&] { comm.point_to_point(part.p2p, part.buffers); });
+  }
+  for (const Collective& c : part.collectives) {
+    if (result != cclSuccess) break;
+    result = guarded(&comm, c.function, [&] { c.run(comm); });
+  }
+  return result;
+}
+
+}  // namespace
+
+bool active() { return state.depth > 0; }
+
+void start() { ++state.depth; }
+
+cclResult_t end() {
+  if (state.depth == 0) {
+    return guarded(kNoComm, "cclGroupEnd", [] {
+      throw_error(cclInvalidUsage, "cclGroupEnd: no group is open (cclGroupStart was not called)");
+    });
+  }
+  if (--state.depth > 0) return cclSuccess;
+  std::vector<Part> parts = std::move(state.parts);
+  state.parts.clear();
+
+  std::vector<cclResult_t> results(parts.size(), cclSuccess);
+  std::vector<std::thread> helpers;
+  size_t inline_part = parts.size();
+  for (size_t i = 0; i < parts.size(); ++i) {
+    Part& part = parts[i];
+    if (part.stream != nullptr) {
+      auto shared = std::make_shared<Part>(std::move(part));
+      queue_on_stream(shared->stream, shared->comm,
+                      [shared](Communicator& comm) { return run_part(*shared, comm); });
+    } else if (inline_part == parts.size()) {
+      inline_part = i;  // run by this thread, after the others are started
+    } else {
+      helpers.emplace_back(
+          [&parts, &results, i] { results[i] = run_part(parts[i], *parts[i].comm); });
+    }
+  }
+  if (inline_part != parts.size()) {
+    results[inline_part] = run_part(parts[inline_part], *parts[inline_part].comm);
+  }
+  for (auto& t : helpers) t.join();
+  for (cclResult_t r : results) {
+    if (r != cclSuccess) return r;
+  }
+  return cclSuccess;
+}
+
+void add_collective(const std::shared_ptr<Communicator>& comm, cclStream* stream,
+                    const char* function, std::function<void(Communicator&)> op) {
+  part_for(comm, stream, function).collectives.push_back(Collective{function, std::move(op)});
+}
+
+void add_point_to_point(const std::shared_ptr<Communicator>& comm, cclStream* stream,
+                        const char* function, algo::PointToPoint op, std::byte* buffer) {
+  Part& part = part_for(comm, stream, function);
+  part.p2p.push_back(op);
+  part.buffers.push_back(buffer);
+}
+
+void queue_on_stream(cclStream* stream, std::shared_ptr<Communicator> comm,
+                     std::function<cclResult_t(Communicator&)> work) {
+  comm->queued_begin();
+  stream->enqueue([comm = std::move(comm), work = std::move(work)] {
+    const cclResult_t result = work(*comm);
+    comm->queued_end();
+    return result;
+  });
+}
+
+}  // namespace ccl::group

@@ -1,0 +1,37 @@
+// cclGroupStart/End, per thread as in NCCL. Inside a group, operations are checked when they are
+// called (argument errors come from the call that has them) and queued; the outermost
+// cclGroupEnd issues them. For each communicator, the group's sends and receives are posted
+// together first (one round: pairs posted in any order on the two sides cannot deadlock), then
+// its collectives run in the order they were called. Communicators of one group progress
+// concurrently (a thread each), so one thread may drive several ranks, as with NCCL.
+// A communicator's operations in one group share one stream: with a stream they are queued on it
+// as one piece of work; with the NULL stream cclGroupEnd returns when they are complete.
+#pragma once
+
+#include <functional>
+#include <memory>
+
+#include "algorithms/point_to_point.h"
+#include "ccl/ccl.h"
+#include "core/comm.h"
+#include "core/stream.h"
+
+namespace ccl::group {
+
+bool active();  // inside cclGroupStart ... cclGroupEnd on this thread
+void start();
+// Issues the queued operations when the outermost group ends; InvalidUsage without a start.
+cclResult_t end();
+
+// Queue an operation whose arguments were checked. Throw InvalidUsage when the communicator
+// already has operations in this group on a different stream.
+void add_collective(const std::shared_ptr<Communicator>& comm, cclStream* stream,
+                    const char* function, std::function<void(Communicator&)> op);
+void add_point_to_point(const std::shared_ptr<Communicator>& comm, cclStream* stream,
+                        const char* function, algo::PointToPoint op, std::byte* buffer);
+
+// Queues `work` on `stream`, counted as in flight on `comm` until it ran (cclCommFinalize waits).
+void queue_on_stream(cclStream* stream, std::shared_ptr<Communicator> comm,
+                     std::function<cclResult_t(Communicator&)> work);
+
+}  // namespace ccl::group
