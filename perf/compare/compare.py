@@ -1,21 +1,25 @@
 #!/usr/bin/env python3
-"""Compare ccl's allreduce or broadcast with other libraries' on this machine.
+"""Compare one of ccl's collectives with other libraries' on this machine.
 
 For each size, every peer runs the same collective (allreduce: float sum; broadcast: float from
-rank 0; out of place; the same warm-up and iteration counts, except Gloo's at large sizes; the time
-averaged across ranks) in `--launches` separate launches; the table shows the median time and bus
-bandwidth of each, and how much faster or slower ccl is than each peer.
+rank 0; allgather: float; reducescatter: float sum; alltoall: float; out of place; the same warm-up
+and iteration counts, except Gloo's at large sizes; the time averaged across ranks) in `--launches`
+separate launches; the table shows the median time and bus bandwidth of each, and how much faster
+or slower ccl is than each peer. A size means what nccl-tests' size column means: for allgather,
+reducescatter and alltoall the whole buffer (the gathered one, the one scattered, the one
+exchanged), nranks pieces of size / nranks rounded down to 16 bytes.
 
   perf/compare/compare.py                       # 2 ranks, 8 B .. 256 MiB, allreduce, all peers
   perf/compare/compare.py --collective broadcast --np 4 --sizes 1M,64M --markdown
-  perf/compare/compare.py --peers openmpi,mpich --sizes 8,64K
+  perf/compare/compare.py --collective alltoall --peers openmpi,mpich --sizes 64K,1M
 
 Peers are "runners" (see RUNNERS below): each knows how to build its command line, whether it can
-run here, and which library its binary must report. ccl runs build/perf/all_reduce_perf or
-broadcast_perf under build/tools/cclrun; Open MPI runs build/perf/mpi_coll_bench under
-mpirun.openmpi and MPICH build/perf/mpich_coll_bench (both perf/compare/mpi_coll_bench.c) under
-mpiexec.mpich; Gloo runs perf/compare/gloo_bench.py under /usr/bin/python3 (PyTorch's
-torch.distributed). All print nccl-tests' table, so one parser reads them. Standard library only.
+run here, and which library its binary must report. ccl runs the collective's build/perf/*_perf
+binary under build/tools/cclrun; Open MPI runs build/perf/mpi_coll_bench under mpirun.openmpi and
+MPICH build/perf/mpich_coll_bench (both perf/compare/mpi_coll_bench.c) under mpiexec.mpich; Gloo
+runs perf/compare/gloo_bench.py under /usr/bin/python3 (PyTorch's torch.distributed), and is
+skipped, with the reason, for a collective that torch's Gloo lacks. All print nccl-tests' table,
+so one parser reads them. Standard library only.
 """
 
 import argparse
@@ -37,7 +41,16 @@ DEFAULT_SIZES = "8,64K,1M,16M,64M,256M"
 DEFAULT_PEERS = "openmpi,openmpi-nofault,mpich,gloo,ccl-stream"
 # Registered buffers change only the broadcast: it is a default peer there alone.
 DEFAULT_PEERS_BROADCAST = DEFAULT_PEERS + ",ccl-registered"
-COLLECTIVES = ("allreduce", "broadcast")
+# --collective: the ccl binary, nccl-tests' -o/-r flags for it, and the table's title.
+COLLECTIVES = {
+    "allreduce": ("all_reduce_perf", ["-o", "sum"], "allreduce, float sum"),
+    "broadcast": ("broadcast_perf", ["-r", "0"], "broadcast, float, root 0"),
+    "allgather": ("all_gather_perf", [], "allgather, float"),
+    "reducescatter": ("reduce_scatter_perf", ["-o", "sum"], "reducescatter, float sum"),
+    "alltoall": ("alltoall_perf", [], "alltoall, float"),
+}
+# The collectives whose size is nranks pieces (see the module's description).
+PIECE_COLLECTIVES = ("allgather", "reducescatter", "alltoall")
 UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 # Gloo moves about 1 GB/s here: past this many bytes per launch it gets fewer timed calls.
 GLOO_BYTES_PER_LAUNCH = 1 << 30
@@ -174,10 +187,10 @@ class Runner:
     def env(self) -> Dict[str, str]:
         return dict(os.environ)
 
-    def single_buffer(self) -> bool:
-        """True when the library has no out-of-place form of the collective, so its two
-        columns are one measurement."""
-        return False
+    def only_form(self) -> Optional[str]:
+        """"in-place" or "out-of-place" when the library has only that form of the collective
+        (or it is the only one measured), so its two columns are one measurement; else None."""
+        return None
 
 
 def free_port() -> int:
@@ -191,7 +204,7 @@ class CclRunner(Runner):
     label = "ccl"
 
     def paths(self):
-        perf = "broadcast_perf" if self.cfg.collective == "broadcast" else "all_reduce_perf"
+        perf = COLLECTIVES[self.cfg.collective][0]
         return (os.path.join(self.cfg.build_dir, "tools", "cclrun"),
                 os.path.join(self.cfg.build_dir, "perf", perf))
 
@@ -214,7 +227,7 @@ class CclRunner(Runner):
                         "-x", f"CCL_COMM_ID=127.0.0.1:{free_port()}"]
         else:
             launcher = [cclrun, "-np", str(self.cfg.np)]
-        what = ["-r", "0"] if self.cfg.collective == "broadcast" else ["-o", "sum"]
+        what = COLLECTIVES[self.cfg.collective][1]
         return (launcher + [perf] + self.bench_args(size) + ["-d", "float"] + what +
                 ["-c", str(self.cfg.check)] + self.mode_args() + self.cfg.ccl_args)
 
@@ -260,8 +273,9 @@ class MpiRunner(Runner):
             what += ["-r", "0"]
         return super().bench_args(size) + what
 
-    def single_buffer(self):
-        return self.cfg.collective == "broadcast"  # MPI_Bcast has one buffer
+    def only_form(self):
+        # MPI_Bcast has one buffer; the others take MPI_IN_PLACE.
+        return "in-place" if self.cfg.collective == "broadcast" else None
 
 
 class OpenMpiRunner(MpiRunner):
@@ -315,11 +329,30 @@ class GlooRunner(Runner):
     library = "Gloo"
     script = os.path.join(HERE, "gloo_bench.py")
     _why: Dict[str, Optional[str]] = {}  # per interpreter: importing torch takes seconds
+    _lacks: Dict[tuple, Optional[str]] = {}  # per interpreter and collective
 
     def unavailable(self):
         py = self.cfg.gloo_python
         if not os.access(py, os.X_OK):
             return f"{py} not found (--gloo-python)"
+        return self.torch_missing(py) or self.collective_missing(py)
+
+    def probe_command(self) -> List[str]:
+        """One rank, one small call: gloo_bench exits with gloo_bench.UNSUPPORTED (3) and says
+        why when torch's Gloo lacks the collective."""
+        return [self.cfg.gloo_python, self.script, "-np", "1", "-k", self.cfg.collective,
+                "-b", "64", "-e", "64", "-n", "1", "-w", "0", "-c", "0", "--timeout", "60"]
+
+    def collective_missing(self, py: str) -> Optional[str]:
+        if self.cfg.collective not in PIECE_COLLECTIVES:
+            return None  # all_reduce and broadcast: every torch's Gloo has them
+        key = (py, self.cfg.collective)
+        if key not in self._lacks:
+            result = run_bounded(self.probe_command(), dict(os.environ), 120)
+            self._lacks[key] = probe_verdict(result)
+        return self._lacks[key]
+
+    def torch_missing(self, py: str) -> Optional[str]:
         if py not in self._why:
             probe = ("import sys, torch.distributed as d; "
                      "sys.exit(0 if d.is_available() and d.is_gloo_available() else 3)")
@@ -344,8 +377,9 @@ class GlooRunner(Runner):
                 self.bench_args(size) +
                 ["-c", str(self.cfg.check), "--timeout", str(max(1, self.cfg.timeout - 10))])
 
-    def single_buffer(self):
-        return True  # torch's all_reduce and broadcast both work on one tensor
+    def only_form(self):
+        # torch's all_reduce and broadcast work on one tensor; the others are timed with two.
+        return "out-of-place" if self.cfg.collective in PIECE_COLLECTIVES else "in-place"
 
 
 class CclRegisteredRunner(CclRunner):
@@ -395,6 +429,24 @@ def run_bounded(cmd: List[str], env: Dict[str, str], timeout: int):
             except subprocess.TimeoutExpired:
                 continue
         return None
+
+
+GLOO_UNSUPPORTED = 3  # gloo_bench's exit status for a collective torch's Gloo lacks
+
+
+def probe_verdict(result) -> Optional[str]:
+    """Why gloo_bench cannot run the collective, from its probe's (returncode, stdout, stderr)
+    or None on timeout; None when it can."""
+    if result is None:
+        return "gloo_bench probe timed out"
+    rc, out, err = result
+    if rc == 0:
+        return None
+    for line in out.splitlines():
+        if rc == GLOO_UNSUPPORTED and line.startswith("# unsupported:"):
+            return line[len("# unsupported:"):].strip()
+    tail = (err or out).strip().splitlines()[-1:]
+    return f"gloo_bench probe failed (exit {rc}): " + " | ".join(tail)
 
 
 def launch(runner: Runner, size: int, cfg: Config, in_place: bool, dry_run: bool,
@@ -468,7 +520,7 @@ def build_table(sizes, runners, results):
 
 
 def title(cfg: Config, launches: int, in_place: bool) -> str:
-    what = "allreduce, float sum" if cfg.collective == "allreduce" else "broadcast, float, root 0"
+    what = COLLECTIVES[cfg.collective][2]
     return (f"{what}, {'in' if in_place else 'out of'} place, {cfg.np} ranks, "
             f"median of {launches} launches")
 
@@ -491,12 +543,22 @@ def notes(sizes, runners, in_place: bool) -> List[str]:
         if fewer:
             out.append(f"{r.label} runs fewer timed calls at large sizes, to keep the run bounded: "
                        + ", ".join(f"{format_size(s)} {n} (others {o})" for s, n, o in fewer) + ".")
+    if runners and runners[0].cfg.collective in PIECE_COLLECTIVES:
+        n = runners[0].cfg.np
+        out.append(f"size: the whole buffer, {n} pieces of size / {n} rounded down to 16 bytes "
+                   f"(nccl-tests' size column); busbw = algbw * {n - 1}/{n}.")
     if not in_place:
-        one = [r.label for r in runners if r.single_buffer()]
+        one = [r.label for r in runners if r.only_form() == "in-place"]
         if one:
             out.append(f"{', '.join(one)}: no out-of-place form of this collective; "
                        f"{'its' if len(one) == 1 else 'their'} columns time the one-buffer "
                        "(in-place) call.")
+    else:
+        two = [r.label for r in runners if r.only_form() == "out-of-place"]
+        if two:
+            out.append(f"{', '.join(two)}: no in-place form of this collective measured; "
+                       f"{'its' if len(two) == 1 else 'their'} columns time the out-of-place "
+                       "call.")
     return out
 
 
@@ -531,8 +593,9 @@ def find_build_dir() -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--collective", choices=COLLECTIVES, default="allreduce",
-                    help="allreduce (float sum, default) or broadcast (float, root 0)")
+    ap.add_argument("--collective", choices=list(COLLECTIVES), default="allreduce",
+                    help="allreduce (float sum, default), broadcast (float, root 0), allgather "
+                         "(float), reducescatter (float sum) or alltoall (float)")
     ap.add_argument("--np", type=int, default=2, help="ranks (default 2)")
     ap.add_argument("--sizes", default=DEFAULT_SIZES,
                     help=f"comma-separated sizes, K/M/G suffixes (default {DEFAULT_SIZES})")

@@ -1,14 +1,17 @@
 /*
- * mpi_coll_bench: the all_reduce_perf / broadcast_perf sweep through MPI_Allreduce or MPI_Bcast,
- * for perf/compare. Built once per MPI implementation (Open MPI, MPICH): the source is plain MPI.
+ * mpi_coll_bench: the *_perf sweeps through MPI (MPI_Allreduce, MPI_Bcast, MPI_Allgather,
+ * MPI_Reduce_scatter_block, MPI_Alltoall), for perf/compare. Built once per MPI implementation
+ * (Open MPI, MPICH): the source is plain MPI.
  *
  * Same flags (-b -e -i -f -n -w -a, -r root), the same timing (a barrier, `iters` back-to-back
  * calls with nccl-tests' buffer rotation, the per-call time combined across ranks as -a says), the
- * same units, bus bandwidth factors and table layout as all_reduce_perf and broadcast_perf, so one
+ * same sizes, units, bus bandwidth factors and table layout as the matching *_perf binary, so one
  * parser reads them all. -k (--collective) selects the collective: allreduce (float sum, the
- * default) or broadcast (float, from rank -r, default 0); not -C, which is nccl-tests'
- * report_cputime. Run it under any MPI launcher, e.g.
- * `mpirun -np 2 mpi_coll_bench --collective broadcast -b 8 -e 64M -f 2`.
+ * default), broadcast (float, from rank -r, default 0), allgather, reducescatter (float sum) or
+ * alltoall (float); not -C, which is nccl-tests' report_cputime. As in all_gather_perf,
+ * reduce_scatter_perf and alltoall_perf, a size is the whole buffer (the gathered one, the one
+ * scattered, the one exchanged): nranks pieces of size / nranks, rounded down to 16 bytes. Run it
+ * under any MPI launcher, e.g. `mpirun -np 2 mpi_coll_bench --collective broadcast -b 8 -e 64M`.
  */
 #include <math.h>
 #include <mpi.h>
@@ -17,7 +20,12 @@
 #include <string.h>
 #include <unistd.h>
 
-enum { ALLREDUCE, BROADCAST };
+enum { ALLREDUCE, BROADCAST, ALLGATHER, REDUCESCATTER, ALLTOALL };
+static const char* const kNames[] = {"allreduce", "broadcast", "allgather", "reducescatter",
+                                     "alltoall"};
+static const char* const kCalls[] = {"MPI_Allreduce float sum", "MPI_Bcast float",
+                                     "MPI_Allgather float", "MPI_Reduce_scatter_block float sum",
+                                     "MPI_Alltoall float"};
 
 typedef struct {
   size_t min_bytes, max_bytes, step_bytes, step_factor;
@@ -65,7 +73,8 @@ static void usage(const char* prog) {
   printf(
       "USAGE: %s [-b minbytes] [-e maxbytes] [-i stepbytes] [-f stepfactor] [-n iters]\n"
       "       [-w warmup_iters] [-a 0/1/2/3 (rank0/avg/min/max time)]\n"
-      "       [-k,--collective allreduce|broadcast] [-r root (broadcast)] [-h]\n",
+      "       [-k,--collective allreduce|broadcast|allgather|reducescatter|alltoall]\n"
+      "       [-r root (broadcast)] [-h]\n",
       prog);
 }
 
@@ -105,12 +114,11 @@ static int parse_args(int argc, char** argv, Options* o) {
         if (!parse_int(val, 0, 3, &o->average)) goto bad;
         break;
       case 'k':
-        if (strcmp(val, "allreduce") == 0)
-          o->collective = ALLREDUCE;
-        else if (strcmp(val, "broadcast") == 0)
-          o->collective = BROADCAST;
-        else
-          goto bad;
+        for (v = 0; v < (int)(sizeof kNames / sizeof kNames[0]); ++v) {
+          if (strcmp(val, kNames[v]) == 0) break;
+        }
+        if (v == (int)(sizeof kNames / sizeof kNames[0])) goto bad;
+        o->collective = v;
         break;
       case 'r':
         if (!parse_int(val, 0, 1 << 30, &o->root)) goto bad;
@@ -151,20 +159,53 @@ static int rank, nranks;
 static Options opt = {32 << 20, 32 << 20, 1 << 20, 1, 20, 1, 1, ALLREDUCE, 0};
 static char *sendbuf, *recvbuf;
 
+/* The gather and scatter collectives move nranks pieces of one count each. */
+static int has_pieces(void) { return opt.collective >= ALLGATHER; }
+
+/* The count argument for a requested size, as the *_perf binaries compute it: size / nranks
+ * floats rounded down to 16 bytes for the collectives with pieces, size floats for the others. */
+static size_t param_count(size_t size) {
+  size_t count = size / sizeof(float);
+  return has_pieces() ? count / (size_t)nranks / 4 * 4 : count;
+}
+
+/* Elements in the largest buffer of one call: the size column, and what algbw counts. */
+static size_t total_count(size_t count) { return has_pieces() ? count * (size_t)nranks : count; }
+
 static void run(size_t count, int in_place, int iter) {
-  size_t total = count * sizeof(float);
+  size_t total = total_count(count) * sizeof(float);
   size_t steps = total ? opt.max_bytes / total : 1;
   size_t shift = total * ((size_t)iter % (steps ? steps : 1));
   void* recv = recvbuf + shift;
+  /* In place, MPI takes the input from the receive buffer (allgather: this rank's piece). */
   const void* send = in_place ? MPI_IN_PLACE : (const void*)(sendbuf + shift);
-  if (opt.collective == BROADCAST) {
-    /* MPI_Bcast has one buffer, so there is no out-of-place form: both columns broadcast the
-     * receive buffer (the root's holds the data). A library with separate send and receive
-     * buffers may also copy them at the root out of place; MPI never pays that here. */
-    MPI_Bcast(recv, (int)count, MPI_FLOAT, opt.root, MPI_COMM_WORLD);
-    return;
+  switch (opt.collective) {
+    case BROADCAST:
+      /* MPI_Bcast has one buffer, so there is no out-of-place form: both columns broadcast the
+       * receive buffer (the root's holds the data). A library with separate send and receive
+       * buffers may also copy them at the root out of place; MPI never pays that here. */
+      MPI_Bcast(recv, (int)count, MPI_FLOAT, opt.root, MPI_COMM_WORLD);
+      return;
+    case ALLGATHER:
+      MPI_Allgather(send, (int)count, MPI_FLOAT, recv, (int)count, MPI_FLOAT, MPI_COMM_WORLD);
+      return;
+    case REDUCESCATTER:
+      MPI_Reduce_scatter_block(send, recv, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+      return;
+    case ALLTOALL:
+      MPI_Alltoall(send, (int)count, MPI_FLOAT, recv, (int)count, MPI_FLOAT, MPI_COMM_WORLD);
+      return;
+    default:
+      MPI_Allreduce(send, recv, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
   }
-  MPI_Allreduce(send, recv, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+}
+
+/* nccl-tests' factors: a broadcast moves every byte once per link, an allreduce 2(n-1)/n of it,
+ * the gather and scatter collectives (n-1)/n of the whole buffer. */
+static double bus_factor(void) {
+  if (opt.collective == BROADCAST) return 1.0;
+  if (opt.collective == ALLREDUCE) return 2.0 * (nranks - 1) / nranks;
+  return (double)(nranks - 1) / nranks;
 }
 
 static double bench(size_t count, int in_place, double* busbw_sum, int* bw_count) {
@@ -181,9 +222,8 @@ static double bench(size_t count, int in_place, double* busbw_sum, int* bw_count
     MPI_Allreduce(MPI_IN_PLACE, &sec, 1, MPI_DOUBLE, op, MPI_COMM_WORLD);
     if (opt.average == 1) sec /= nranks;
   }
-  algbw = (double)(count * sizeof(float)) / 1.0e9 / sec;
-  /* nccl-tests' factors: a broadcast moves every byte once per link, an allreduce 2(n-1)/n. */
-  busbw = opt.collective == BROADCAST ? algbw : algbw * 2.0 * (nranks - 1) / nranks;
+  algbw = (double)(total_count(count) * sizeof(float)) / 1.0e9 / sec;
+  busbw = algbw * bus_factor();
   *busbw_sum += busbw;
   ++*bw_count;
   format_number(tbuf, sizeof tbuf, sec * 1e6, 7);
@@ -235,8 +275,7 @@ int main(int argc, char** argv) {
       if (library[i] == '\t') library[i] = ' '; /* MPICH's "Version:\t4.0.2" */
     }
     printf("# mpi_coll_bench: %s, MPI %d.%d, %d ranks, host %s\n# library: %s\n",
-           opt.collective == BROADCAST ? "MPI_Bcast float" : "MPI_Allreduce float sum", version,
-           subversion, nranks, host, library);
+           kCalls[opt.collective], version, subversion, nranks, host, library);
     printf(
         "# nThread 1 nGpus 1 minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d "
         "iters: %d agg iters: 1 validation: 0 graph: 0\n#\n",
@@ -255,18 +294,18 @@ int main(int argc, char** argv) {
   }
   for (size = opt.min_bytes ? opt.min_bytes : 1; size <= opt.max_bytes; size *= 2) {
     for (w = 0; w < opt.warmup_iters; ++w) {
-      if (size / sizeof(float)) run(size / sizeof(float), 0, w);
+      if (param_count(size)) run(param_count(size), 0, w);
     }
     if (size > opt.max_bytes / 2) break;
   }
   for (size = opt.min_bytes; size <= opt.max_bytes;) {
-    size_t count = size / sizeof(float);
+    size_t count = param_count(size);
     size_t next = opt.step_factor > 1 ? size * opt.step_factor : size + opt.step_bytes;
     if (count > 0) {
+      int reduces = opt.collective == ALLREDUCE || opt.collective == REDUCESCATTER;
       if (rank == 0)
-        printf("%12zu  %12zu  %8s  %6s  %6i", count * sizeof(float), count, "float",
-               opt.collective == BROADCAST ? "none" : "sum",
-               opt.collective == BROADCAST ? opt.root : -1);
+        printf("%12zu  %12zu  %8s  %6s  %6i", total_count(count) * sizeof(float), count, "float",
+               reduces ? "sum" : "none", opt.collective == BROADCAST ? opt.root : -1);
       bench(count, 0, &busbw_sum, &bw_count);
       bench(count, 1, &busbw_sum, &bw_count);
       if (rank == 0) printf("\n");

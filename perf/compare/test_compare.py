@@ -163,6 +163,22 @@ class CommandTest(unittest.TestCase):
             self.assertEqual(self.flags(cmd, "-y"), "1")  # blocking, like the peers
             self.assertNotIn("-R", cmd)
 
+    def test_ccl_collectives(self):
+        want = {"allgather": ("all_gather_perf", None),
+                "reducescatter": ("reduce_scatter_perf", "sum"),
+                "alltoall": ("alltoall_perf", None)}
+        for coll, (binary, op) in want.items():
+            cmd = compare.CclRunner(config(coll)).command(1 << 20)
+            self.assertEqual(cmd[3], "/b/perf/" + binary)
+            self.assertEqual(self.flags(cmd, "-b"), str(1 << 20))  # nccl-tests' size: the whole
+            self.assertNotIn("-r", cmd)
+            if op:
+                self.assertEqual(self.flags(cmd, "-o"), op)
+            else:
+                self.assertNotIn("-o", cmd)
+        self.assertEqual(set(compare.COLLECTIVES),
+                         {"allreduce", "broadcast", "allgather", "reducescatter", "alltoall"})
+
     def test_ccl_modes(self):
         stream = compare.CclStreamRunner(config()).command(1024)
         self.assertNotIn("-y", stream)
@@ -201,6 +217,17 @@ class CommandTest(unittest.TestCase):
         opt = gloo_bench.parse_args(cmd[2:])  # gloo_bench accepts what compare.py passes
         self.assertEqual((opt.np, opt.collective, opt.minbytes, opt.iters, opt.root),
                          (2, "broadcast", 256 << 20, compare.GLOO_MIN_ITERS, 0))
+
+    def test_gloo_new_collectives(self):
+        for coll in compare.PIECE_COLLECTIVES:
+            cmd = compare.GlooRunner(config(coll)).command(1 << 20)
+            self.assertEqual(self.flags(cmd, "-k"), coll)
+            self.assertNotIn("-r", cmd)
+            opt = gloo_bench.parse_args(cmd[2:])
+            self.assertEqual(opt.collective, coll)
+            probe = compare.GlooRunner(config(coll)).probe_command()
+            self.assertEqual(self.flags(probe, "-np"), "1")
+            self.assertEqual(gloo_bench.parse_args(probe[2:]).collective, coll)
 
     def test_dry_run_and_unknown_peer(self):
         err = io.StringIO()
@@ -271,7 +298,7 @@ class GlooBenchTest(unittest.TestCase):
     def test_output_parses(self):
         opt = self.opt("-k", "broadcast", "-b", "1M", "-e", "1M", "-n", "5")
         text = "\n".join([gloo_bench.header_text(opt, 2, "1.13"),
-                          gloo_bench.row_text(1 << 20, "broadcast", 0, 1e-3, 1.0, 0)])
+                          gloo_bench.row_text(1 << 20, 1 << 18, "broadcast", 0, 1e-3, 1.0, 0)])
         self.assertEqual(compare.parse_library(text), "Gloo (PyTorch)")
         self.assertIsNone(compare.library_mismatch(compare.GlooRunner.library, text))
         rows = compare.parse_table(text)
@@ -283,7 +310,7 @@ class GlooBenchTest(unittest.TestCase):
         fields = text.splitlines()[-1].split()
         self.assertEqual(fields[3:5], ["none", "0"])
         self.assertEqual((fields[8], fields[12]), ("0", "0"))
-        allreduce = gloo_bench.row_text(8, "allreduce", 0, 2e-6, 1.0, None).split()
+        allreduce = gloo_bench.row_text(8, 2, "allreduce", 0, 2e-6, 1.0, None).split()
         self.assertEqual(allreduce[3:5], ["sum", "-1"])
         self.assertEqual(allreduce[8], "N/A")
 
@@ -292,6 +319,74 @@ class GlooBenchTest(unittest.TestCase):
             for argv in (["-b", "2M", "-e", "1M"], ["-k", "reduce"], ["-n", "0"]):
                 with self.assertRaises(SystemExit):
                     self.opt(*argv)
+
+
+class PieceCollectivesTest(unittest.TestCase):
+    """allgather, reducescatter and alltoall: sizes, factors, rows, notes and Gloo's probe."""
+
+    def test_geometry_is_nccl_tests(self):
+        # 1 MiB of float over 3 ranks: 87381 per rank, rounded down to 4 floats (16 bytes).
+        for coll in compare.PIECE_COLLECTIVES:
+            self.assertEqual(gloo_bench.geometry(coll, 1 << 20, 3), (87380, 87380 * 3 * 4))
+            self.assertEqual(gloo_bench.geometry(coll, 8, 2), (0, 0))  # no row
+        self.assertEqual(gloo_bench.geometry("allreduce", 1 << 20, 3), (1 << 18, 1 << 20))
+        self.assertEqual(gloo_bench.geometry("broadcast", 7, 3), (1, 4))
+
+    def test_bus_factors(self):
+        for coll in compare.PIECE_COLLECTIVES:
+            self.assertEqual(gloo_bench.bus_factor(coll, 4), 0.75)
+            self.assertEqual(gloo_bench.bus_factor(coll, 1), 0.0)
+
+    def test_rows(self):
+        text = gloo_bench.row_text(992, 124, "allgather", 0, 1e-6, 0.5, 0)
+        ag = text.split()
+        self.assertEqual(ag[:5], ["992", "124", "float", "none", "-1"])
+        self.assertEqual((ag[6], ag[7]), ("0.99", "0.50"))  # algbw on the whole buffer
+        rs = gloo_bench.row_text(992, 124, "reducescatter", 0, 1e-6, 0.5, None).split()
+        self.assertEqual(rs[3:5], ["sum", "-1"])
+        rows = compare.parse_table(text)
+        self.assertEqual((rows[0].size, rows[0].busbw), (992, 0.5))
+
+    def test_notes_and_title(self):
+        cfg = config("alltoall")
+        runners = [compare.CclRunner(cfg), compare.OpenMpiRunner(cfg), compare.GlooRunner(cfg)]
+        out_of_place = compare.notes([8], runners, in_place=False)
+        self.assertTrue(any(n.startswith("size: the whole buffer, 2 pieces") for n in out_of_place))
+        self.assertFalse(any("no out-of-place" in n for n in out_of_place))
+        in_place = compare.notes([8], runners, in_place=True)
+        self.assertTrue(any(n.startswith("Gloo: no in-place form") for n in in_place))
+        self.assertEqual(compare.title(cfg, 1, True),
+                         "alltoall, float, in place, 2 ranks, median of 1 launches")
+        self.assertIsNone(compare.OpenMpiRunner(cfg).only_form())
+        self.assertEqual(compare.GlooRunner(config()).only_form(), "in-place")
+
+    def test_probe_verdict(self):
+        unsupported = (3, "# unsupported: Gloo in torch 1.13 does not support x (boom)\n", "")
+        self.assertEqual(compare.probe_verdict(unsupported),
+                         "Gloo in torch 1.13 does not support x (boom)")
+        self.assertIsNone(compare.probe_verdict((0, "", "")))
+        self.assertIn("exit 1", compare.probe_verdict((1, "", "Traceback\nImportError: x")))
+        self.assertIn("ImportError", compare.probe_verdict((1, "", "Traceback\nImportError: x")))
+        self.assertIn("timed out", compare.probe_verdict(None))
+
+    def test_gloo_skips_a_collective_it_lacks(self):
+        class Lacking(compare.GlooRunner):
+            _lacks = {}
+            runs = 0
+
+            def probe_command(self):
+                Lacking.runs += 1
+                return [sys.executable, "-c",
+                        "print('# unsupported: no reduce_scatter_tensor'); raise SystemExit(3)"]
+
+        cfg = config("reducescatter", gloo_python=sys.executable)
+        self.assertEqual(Lacking(cfg).collective_missing(sys.executable),
+                         "no reduce_scatter_tensor")
+        self.assertEqual(Lacking(cfg).collective_missing(sys.executable),
+                         "no reduce_scatter_tensor")
+        self.assertEqual(Lacking.runs, 1)  # probed once per interpreter and collective
+        self.assertIsNone(Lacking(config("allreduce")).collective_missing(sys.executable))
+        self.assertEqual(Lacking.runs, 1)  # allreduce: not probed
 
 
 class BoundedTest(unittest.TestCase):

@@ -191,11 +191,12 @@ void fill_reduce_input(void* buf, size_t count, const CheckSpec& spec, int rank)
   for (size_t i = 0; i < count; ++i) w.put(buf, i, gen.reduce(rank, i));
 }
 
-void fill_reduce_expected(void* buf, size_t count, const CheckSpec& spec) {
+void fill_reduce_expected(void* buf, size_t count, const CheckSpec& spec, size_t first) {
   const InputGen gen(spec.type, spec.op, spec.nranks, spec.seed);
   const Writer w(spec.type, spec.nranks);
   const auto n = static_cast<uint64_t>(spec.nranks);
-  for (size_t i = 0; i < count; ++i) {
+  for (size_t j = 0; j < count; ++j) {
+    const size_t i = first + j;
     const auto i_mod_n = static_cast<int64_t>(i % n);
     int64_t acc = gen.reduce_at(0, i, i_mod_n);
     for (int r = 1; r < spec.nranks; ++r) {
@@ -219,17 +220,18 @@ void fill_reduce_expected(void* buf, size_t count, const CheckSpec& spec) {
       }
     }
     if (spec.op == cclAvg) {
-      w.put_ratio(buf, i, acc);
+      w.put_ratio(buf, j, acc);
     } else {
-      w.put(buf, i, acc);
+      w.put(buf, j, acc);
     }
   }
 }
 
-void fill_plain(void* buf, size_t count, cclDataType_t type, int rank, uint64_t seed) {
+void fill_plain(void* buf, size_t count, cclDataType_t type, int rank, uint64_t seed,
+                size_t first) {
   const InputGen gen(type, cclMax, 1, seed);
   const Writer w(type);
-  for (size_t i = 0; i < count; ++i) w.put(buf, i, gen.plain(rank, i));
+  for (size_t i = 0; i < count; ++i) w.put(buf, i, gen.plain(rank, first + i));
 }
 
 int64_t count_wrong(const void* got, const void* expected, size_t count, cclDataType_t type) {
@@ -278,28 +280,60 @@ void* op_recv_ptr(const CheckSpec& spec, int rank, const Geometry& g, bool in_pl
   return static_cast<char*>(recv) + static_cast<size_t>(rank) * g.recv_inplace_offset * elt;
 }
 
-bool prepare_check(const CheckSpec& spec, int rank, const Geometry& g, bool in_place,
+bool checked_in_place(Collective coll) {
+  return coll != Collective::AlltoAll && coll != Collective::SendRecv;
+}
+
+void prepare_check(const CheckSpec& spec, int rank, const Geometry& g, bool in_place,
                    const CheckBuffers& buffers) {
   const size_t elt = type_info(spec.type).size;
+  char* expected = static_cast<char*>(buffers.expected);
+  void* input = op_send_ptr(spec, rank, g, in_place, buffers.send, buffers.recv);
+  // Zeroed before the input is written: in place, the input lies inside the receive buffer
+  // (and reducescatter's is longer than its result).
+  const size_t zeroed = in_place ? std::max(g.send_count, g.recv_count) : g.recv_count;
+  std::memset(buffers.recv, 0, zeroed * elt);
   switch (spec.coll) {
-    case Collective::AllReduce: {
-      std::memset(buffers.recv, 0, g.recv_count * elt);
-      fill_reduce_input(op_send_ptr(spec, rank, g, in_place, buffers.send, buffers.recv),
-                        g.send_count, spec, rank);
-      fill_reduce_expected(buffers.expected, g.recv_count, spec);
-      return true;
-    }
-    case Collective::Broadcast: {
-      std::memset(buffers.recv, 0, g.recv_count * elt);
+    case Collective::AllReduce:
+      fill_reduce_input(input, g.send_count, spec, rank);
+      fill_reduce_expected(expected, g.recv_count, spec);
+      return;
+    case Collective::Reduce:
+      fill_reduce_input(input, g.send_count, spec, rank);
       if (rank == spec.root) {
-        fill_plain(op_send_ptr(spec, rank, g, in_place, buffers.send, buffers.recv), g.send_count,
-                   spec.type, spec.root, spec.seed);
+        fill_reduce_expected(expected, g.recv_count, spec);
+      } else {  // untouched: zeros, or in place the rank's own input
+        std::memcpy(expected, op_recv_ptr(spec, rank, g, in_place, buffers.recv),
+                    g.recv_count * elt);
       }
-      fill_plain(buffers.expected, g.recv_count, spec.type, spec.root, spec.seed);
-      return true;
-    }
-    default:
-      return false;
+      return;
+    case Collective::ReduceScatter:  // this rank's block of the reduced vector
+      fill_reduce_input(input, g.send_count, spec, rank);
+      fill_reduce_expected(expected, g.recv_count, spec, static_cast<size_t>(rank) * g.param_count);
+      return;
+    case Collective::Broadcast:
+      if (rank == spec.root) fill_plain(input, g.send_count, spec.type, spec.root, spec.seed);
+      fill_plain(expected, g.recv_count, spec.type, spec.root, spec.seed);
+      return;
+    case Collective::AllGather:  // every rank's piece, in rank order
+      fill_plain(input, g.send_count, spec.type, rank, spec.seed);
+      for (int r = 0; r < spec.nranks; ++r) {
+        fill_plain(expected + static_cast<size_t>(r) * g.param_count * elt, g.param_count,
+                   spec.type, r, spec.seed);
+      }
+      return;
+    case Collective::AlltoAll:  // piece q of the result: piece `rank` of rank q's input
+      fill_plain(input, g.send_count, spec.type, rank, spec.seed);
+      for (int q = 0; q < spec.nranks; ++q) {
+        fill_plain(expected + static_cast<size_t>(q) * g.param_count * elt, g.param_count,
+                   spec.type, q, spec.seed, static_cast<size_t>(rank) * g.param_count);
+      }
+      return;
+    case Collective::SendRecv:  // a ring: from the previous rank
+      fill_plain(input, g.send_count, spec.type, rank, spec.seed);
+      fill_plain(expected, g.recv_count, spec.type, (rank + spec.nranks - 1) % spec.nranks,
+                 spec.seed);
+      return;
   }
 }
 

@@ -33,9 +33,13 @@ int64_t plain_input(cclDataType_t type, int rank, size_t index, uint64_t seed);
 void store_value(cclDataType_t type, void* buf, size_t index, int64_t v);
 void store_ratio(cclDataType_t type, void* buf, size_t index, int64_t num, int64_t den);
 
+// Elements [first, first + count) of one rank's input, of the reduced result, or of the plain
+// data of `rank`, written to buf[0, count): `first` picks one rank's block of a longer vector
+// (reducescatter's result, alltoall's pieces).
 void fill_reduce_input(void* buf, size_t count, const CheckSpec& spec, int rank);
-void fill_reduce_expected(void* buf, size_t count, const CheckSpec& spec);
-void fill_plain(void* buf, size_t count, cclDataType_t type, int rank, uint64_t seed);
+void fill_reduce_expected(void* buf, size_t count, const CheckSpec& spec, size_t first = 0);
+void fill_plain(void* buf, size_t count, cclDataType_t type, int rank, uint64_t seed,
+                size_t first = 0);
 
 // Elements of `got` that differ from `expected`.
 int64_t count_wrong(const void* got, const void* expected, size_t count, cclDataType_t type);
@@ -46,12 +50,17 @@ struct CheckBuffers {
   void* expected;  // at least geometry.recv_count elements
 };
 
-// Prepares one checked operation on `rank`, as nccl-tests' InitData does: writes the input (into
-// the send buffer, or into the receive buffer for an in-place run), zeroes the rest of the
-// receive buffer and writes what the receive buffer must hold afterwards. Returns false for a
-// collective the checker does not know yet.
-bool prepare_check(const CheckSpec& spec, int rank, const Geometry& g, bool in_place,
+// Prepares one checked operation on `rank`, as nccl-tests' InitData does: zeroes the receive
+// buffer, writes the input (into the send buffer, or into the receive buffer for an in-place
+// run) and writes what the receive buffer must hold afterwards. A non-root of reduce must find
+// its receive buffer as it was (the library may not write a buffer the rank does not use).
+void prepare_check(const CheckSpec& spec, int rank, const Geometry& g, bool in_place,
                    const CheckBuffers& buffers);
+
+// Whether the in-place run of `coll` is checked. nccl-tests leaves alltoall and sendrecv
+// unchecked in place (their "#wrong" is N/A): NCCL does not define a send and a receive of one
+// group sharing a buffer.
+bool checked_in_place(Collective coll);
 
 // Where the operation reads and writes, relative to the buffers (nccl-tests' in-place layout).
 void* op_send_ptr(const CheckSpec& spec, int rank, const Geometry& g, bool in_place, void* send,

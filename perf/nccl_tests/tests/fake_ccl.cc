@@ -1,7 +1,8 @@
 // A one-rank stand-in for libccl, so that the harness (harness.cc) is tested end to end without
 // the library: every collective copies its input (which is the right answer for one rank and
-// every op, avg included). FAKE_CCL_CORRUPT=1 flips a bit in the result of float collectives,
-// to check that the harness sees it. Test-only: not a ccl setting.
+// every op, avg included), and a recv copies what the last send to self posted. FAKE_CCL_CORRUPT=1
+// flips a bit in the result of float collectives, to check that the harness sees it. Test-only:
+// not a ccl setting.
 #include <cstdlib>
 #include <cstring>
 
@@ -14,6 +15,10 @@ struct cclCommFake {
 };
 cclCommFake the_comm;
 int the_stream;
+// The send a recv matches: with one rank every send goes to self, and the harness posts the
+// send before the recv inside one group.
+const void* posted_send = nullptr;
+size_t posted_count = 0;
 
 size_t elt(cclDataType_t t) {
   switch (t) {
@@ -94,11 +99,17 @@ cclResult_t cclReduceScatter(const void* s, void* r, size_t n, cclDataType_t t, 
 cclResult_t cclAlltoAll(const void* s, void* r, size_t n, cclDataType_t t, cclComm_t, cclStream_t) {
   return copy(s, r, n, t);
 }
-cclResult_t cclSend(const void*, size_t, cclDataType_t, int, cclComm_t, cclStream_t) {
+cclResult_t cclSend(const void* s, size_t n, cclDataType_t, int peer, cclComm_t, cclStream_t) {
+  if (peer != 0 || posted_send) return cclInvalidUsage;
+  posted_send = s;
+  posted_count = n;
   return cclSuccess;
 }
-cclResult_t cclRecv(void*, size_t, cclDataType_t, int, cclComm_t, cclStream_t) {
-  return cclSuccess;
+cclResult_t cclRecv(void* r, size_t n, cclDataType_t t, int peer, cclComm_t, cclStream_t) {
+  if (peer != 0 || !posted_send || posted_count != n) return cclInvalidUsage;
+  const void* s = posted_send;
+  posted_send = nullptr;
+  return copy(s, r, n, t);
 }
 cclResult_t cclGroupStart(void) { return cclSuccess; }
 cclResult_t cclGroupEnd(void) { return cclSuccess; }

@@ -1,5 +1,5 @@
-// Runs all_reduce_perf and broadcast_perf built against a one-rank fake libccl (fake_ccl.cc)
-// and checks what they print, write and return.
+// Runs every *_perf main built against a one-rank fake libccl (fake_ccl.cc) and checks what they
+// print, write and return.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -42,8 +42,17 @@ std::vector<std::vector<std::string>> rows(const std::string& out) {
   return result;
 }
 
-const std::string kAllReduce = FAKE_ALL_REDUCE_PERF;
-const std::string kBroadcast = FAKE_BROADCAST_PERF;
+std::string fake(const char* coll) {
+  return std::string(FAKE_PERF_DIR) + "/" + coll + "_perf_fake";
+}
+
+const std::string kAllReduce = fake("all_reduce");
+const std::string kBroadcast = fake("broadcast");
+
+const char* const kCollectives[] = {"all_reduce",     "broadcast", "reduce",  "all_gather",
+                                    "reduce_scatter", "alltoall",  "sendrecv"};
+// nccl-tests does not check alltoall and sendrecv in place (N/A).
+bool checked_in_place(const std::string& coll) { return coll != "alltoall" && coll != "sendrecv"; }
 
 TEST(Harness, AllReduceSweepPrintsNcclTestsTable) {
   const Outcome r = run(kAllReduce + " -b 8 -e 1K -f 4 -n 3 -w 1");
@@ -133,6 +142,69 @@ TEST(Harness, BroadcastRowsNameNoOpAndTheRoot) {
     EXPECT_EQ(row[3], "none");
     EXPECT_EQ(row[4], "0");
     EXPECT_EQ(row[8], "0");
+  }
+}
+
+TEST(Harness, EveryCollectiveChecksEveryTypeAndOp) {
+  for (const char* coll : kCollectives) {
+    const Outcome r = run(fake(coll) + " -b 8 -e 1K -f 8 -n 1 -w 1 -d all -o all -c 1");
+    ASSERT_EQ(r.status, 0) << coll << "\n" << r.out;
+    EXPECT_NE(r.out.find("# Out of bounds values : 0 OK"), std::string::npos) << coll;
+    const auto table = rows(r.out);
+    ASSERT_FALSE(table.empty()) << coll;
+    bool saw_op = false;
+    for (const auto& row : table) {
+      ASSERT_EQ(row.size(), 13u) << coll << "\n" << r.out;
+      EXPECT_EQ(row[8], "0") << coll;
+      EXPECT_EQ(row[12], checked_in_place(coll) ? "0" : "N/A") << coll;
+      saw_op |= row[3] == "prod";
+    }
+    // Only the reductions loop over ops; the others print "none".
+    const std::string c = coll;
+    EXPECT_EQ(saw_op, c == "all_reduce" || c == "reduce" || c == "reduce_scatter") << coll;
+  }
+}
+
+TEST(Harness, EveryCollectiveSeesWrongResults) {
+  for (const char* coll : kCollectives) {
+    const Outcome r = run("FAKE_CCL_CORRUPT=1 " + fake(coll) + " -b 64 -e 256 -f 4 -n 1 -c 1");
+    EXPECT_EQ(r.status, 1) << coll << "\n" << r.out;
+    const bool in_place = checked_in_place(coll);
+    // Two rows, one flipped element in each checked operation.
+    const std::string want =
+        std::string("# Out of bounds values : ") + (in_place ? "4" : "2") + " FAILED";
+    EXPECT_NE(r.out.find(want), std::string::npos) << coll << "\n" << r.out;
+    const auto table = rows(r.out);
+    EXPECT_EQ(table.size(), 2u) << coll;
+    for (const auto& row : table) {
+      EXPECT_EQ(row[8], "1") << coll;
+      EXPECT_EQ(row[12], in_place ? "1" : "N/A") << coll;
+    }
+  }
+}
+
+TEST(Harness, ReduceRowsNameTheOpAndTheRoot) {
+  const Outcome r = run(fake("reduce") + " -b 64 -e 64 -o max -r 0");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const auto table = rows(r.out);
+  ASSERT_EQ(table.size(), 1u);
+  EXPECT_EQ(table[0][3], "max");
+  EXPECT_EQ(table[0][4], "0");
+  EXPECT_EQ(run(fake("reduce") + " -r 1 -b 8 -e 8").status, 2);  // no rank 1
+  // The gather and scatter collectives print the whole buffer as the size, the piece as count.
+  const auto ag = rows(run(fake("all_gather") + " -b 1000 -e 1000").out);
+  ASSERT_EQ(ag.size(), 1u);
+  EXPECT_EQ(ag[0][0], "992");  // 250 floats, rounded down to 16 bytes
+  EXPECT_EQ(ag[0][1], "248");
+  EXPECT_EQ(ag[0][3], "none");
+  EXPECT_EQ(ag[0][4], "-1");
+}
+
+TEST(Harness, HelpNamesEachBinary) {
+  for (const char* coll : kCollectives) {
+    const Outcome r = run(fake(coll) + " -h");
+    EXPECT_EQ(r.status, 0) << coll;
+    EXPECT_NE(r.out.find(std::string("USAGE: ") + coll + "_perf"), std::string::npos) << r.out;
   }
 }
 

@@ -274,54 +274,5 @@ TEST(Pattern, AvgRoundsTheExactQuotient) {
   EXPECT_EQ(i[0], -3);
 }
 
-TEST(PrepareCheck, AllReduce) {
-  const CheckSpec spec{Collective::AllReduce, cclInt32, cclSum, -1, 3, 11};
-  const Geometry g = geometry(Collective::AllReduce, 40, 4, 3);
-  std::vector<int32_t> send(10, -1), recv(10, -1), expected(10, -1), want(10);
-  ASSERT_TRUE(prepare_check(spec, 1, g, false, {send.data(), recv.data(), expected.data()}));
-  fill_reduce_input(want.data(), 10, spec, 1);
-  EXPECT_EQ(send, want);
-  EXPECT_EQ(recv, std::vector<int32_t>(10, 0));
-  fill_reduce_expected(want.data(), 10, spec);
-  EXPECT_EQ(expected, want);
-
-  std::fill(send.begin(), send.end(), -1);
-  ASSERT_TRUE(prepare_check(spec, 1, g, true, {send.data(), recv.data(), expected.data()}));
-  EXPECT_EQ(send, std::vector<int32_t>(10, -1));  // in place: the send buffer is not used
-  fill_reduce_input(want.data(), 10, spec, 1);
-  EXPECT_EQ(recv, want);
-  EXPECT_EQ(op_send_ptr(spec, 1, g, true, send.data(), recv.data()), recv.data());
-  EXPECT_EQ(op_recv_ptr(spec, 1, g, true, recv.data()), recv.data());
-  EXPECT_EQ(op_send_ptr(spec, 1, g, false, send.data(), recv.data()), send.data());
-}
-
-TEST(PrepareCheck, Broadcast) {
-  const CheckSpec spec{Collective::Broadcast, cclFloat32, cclSum, 2, 4, 5};
-  const Geometry g = geometry(Collective::Broadcast, 64, 4, 4);
-  std::vector<float> send(16, -1), recv(16, -1), expected(16), want(16);
-  fill_plain(want.data(), 16, cclFloat32, 2, 5);
-  // The root sends its data; everyone expects it.
-  ASSERT_TRUE(prepare_check(spec, 2, g, false, {send.data(), recv.data(), expected.data()}));
-  EXPECT_EQ(send, want);
-  EXPECT_EQ(recv, std::vector<float>(16, 0));
-  EXPECT_EQ(expected, want);
-  // A non-root's send buffer is not touched; in place, the root's data is in recv.
-  std::fill(send.begin(), send.end(), -1);
-  ASSERT_TRUE(prepare_check(spec, 0, g, false, {send.data(), recv.data(), expected.data()}));
-  EXPECT_EQ(send, std::vector<float>(16, -1));
-  EXPECT_EQ(expected, want);
-  ASSERT_TRUE(prepare_check(spec, 2, g, true, {send.data(), recv.data(), expected.data()}));
-  EXPECT_EQ(recv, want);
-  ASSERT_TRUE(prepare_check(spec, 3, g, true, {send.data(), recv.data(), expected.data()}));
-  EXPECT_EQ(recv, std::vector<float>(16, 0));
-}
-
-TEST(PrepareCheck, UnknownCollectivesSayNo) {
-  const CheckSpec spec{Collective::AlltoAll, cclFloat32, cclSum, 0, 2, 1};
-  std::vector<float> a(64), b(64), c(64);
-  EXPECT_FALSE(prepare_check(spec, 0, geometry(Collective::AlltoAll, 256, 4, 2), false,
-                             {a.data(), b.data(), c.data()}));
-}
-
 }  // namespace
 }  // namespace ccl::perf

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
 #include <vector>
 
 namespace ccl::perf {
@@ -102,12 +103,45 @@ TEST(Bandwidth, AlgorithmBandwidth) {
 }
 
 TEST(Collectives, NamesAndFlags) {
-  EXPECT_STREQ(collective_info(Collective::AllReduce).binary, "all_reduce_perf");
-  EXPECT_TRUE(collective_info(Collective::AllReduce).has_op);
-  EXPECT_FALSE(collective_info(Collective::AllReduce).has_root);
-  EXPECT_STREQ(collective_info(Collective::Broadcast).binary, "broadcast_perf");
-  EXPECT_FALSE(collective_info(Collective::Broadcast).has_op);
-  EXPECT_TRUE(collective_info(Collective::Broadcast).has_root);
+  // nccl-tests' binaries: which print and loop over ops (-o) and roots (-r).
+  struct Want {
+    Collective coll;
+    const char* binary;
+    bool has_op, has_root;
+  };
+  const Want want[] = {
+      {Collective::AllReduce, "all_reduce_perf", true, false},
+      {Collective::Broadcast, "broadcast_perf", false, true},
+      {Collective::Reduce, "reduce_perf", true, true},
+      {Collective::AllGather, "all_gather_perf", false, false},
+      {Collective::ReduceScatter, "reduce_scatter_perf", true, false},
+      {Collective::AlltoAll, "alltoall_perf", false, false},
+      {Collective::SendRecv, "sendrecv_perf", false, false},
+  };
+  for (const Want& w : want) {
+    const CollectiveInfo& info = collective_info(w.coll);
+    EXPECT_EQ(info.coll, w.coll);
+    EXPECT_STREQ(info.binary, w.binary);
+    EXPECT_EQ(std::string(info.name) + "_perf", w.binary);
+    EXPECT_EQ(info.has_op, w.has_op) << w.binary;
+    EXPECT_EQ(info.has_root, w.has_root) << w.binary;
+  }
+}
+
+TEST(Bandwidth, PiecesCountOncePerRank) {
+  // reducescatter and alltoall: algbw on the whole (nranks-piece) buffer, as allgather; the
+  // elementwise ones on the count itself.
+  for (Collective c : {Collective::ReduceScatter, Collective::AlltoAll}) {
+    const Geometry g = geometry(c, 1600, 4, 4);
+    EXPECT_EQ(g.param_count, 100u);
+    EXPECT_DOUBLE_EQ(alg_bandwidth(c, g, 4, 4, 1e-6), 1.6);
+    EXPECT_DOUBLE_EQ(bus_bandwidth(c, 1.6, 4), 1.2);
+  }
+  for (Collective c : {Collective::Reduce, Collective::SendRecv, Collective::Broadcast}) {
+    const Geometry g = geometry(c, 1600, 4, 4);
+    EXPECT_DOUBLE_EQ(alg_bandwidth(c, g, 4, 4, 1e-6), 1.6);
+    EXPECT_DOUBLE_EQ(bus_bandwidth(c, 1.6, 4), 1.6);
+  }
 }
 
 }  // namespace

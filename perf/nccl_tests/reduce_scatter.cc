@@ -1,0 +1,6 @@
+// reduce_scatter_perf: nccl-tests' reduce_scatter_perf for ccl (see perf/README.md).
+#include "common/harness.h"
+
+int main(int argc, char** argv) {
+  return ccl::perf::run_perf_main(argc, argv, ccl::perf::Collective::ReduceScatter);
+}

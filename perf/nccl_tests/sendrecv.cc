@@ -1,0 +1,6 @@
+// sendrecv_perf: nccl-tests' sendrecv_perf for ccl (see perf/README.md).
+#include "common/harness.h"
+
+int main(int argc, char** argv) {
+  return ccl::perf::run_perf_main(argc, argv, ccl::perf::Collective::SendRecv);
+}
