@@ -184,6 +184,37 @@ void DirectCollectives::broadcast(const void* input, void* output, size_t bytes,
   window_->flush();
 }
 
+void DirectCollectives::all_gather(const void* input, void* output, size_t bytes, Deadline deadline,
+                                   const OpLabel& what) {
+  const unsigned p = begin(deadline, what);
+  const uint64_t s = sequence_;
+  const int me = window_->rank();
+  const int n = window_->nranks();
+  const auto* in = static_cast<const std::byte*>(input);
+  auto* out = static_cast<std::byte*>(output);
+  const size_t pieces = (bytes + kBroadcastPiece - 1) / kBroadcastPiece;
+  auto piece = [&](size_t k) { return std::min(kBroadcastPiece, bytes - k * kBroadcastPiece); };
+  std::byte* mine = window_->mailbox(me, p, bytes);
+  for (size_t k = 0; k < pieces; ++k) {
+    memcpy(mine + k * kBroadcastPiece, in + k * kBroadcastPiece, piece(k));
+    window_->publish(p, mark(s, k + 1));
+  }
+  window_->flush();  // a peer may be asleep waiting for our pieces
+  // Our own block meanwhile: the peers are still publishing theirs.
+  std::byte* own = out + static_cast<size_t>(me) * bytes;
+  if (own != in) memcpy(own, in, bytes);
+  for (int i = 1; i < n; ++i) {
+    const int r = (me + i) % n;  // start at different ranks: spread the readers
+    const std::byte* box = window_->mailbox(r, p, bytes);
+    std::byte* dst = out + static_cast<size_t>(r) * bytes;
+    for (size_t k = 0; k < pieces; ++k) {
+      await(r, p, mark(s, k + 1), deadline, what);
+      memcpy(dst + k * kBroadcastPiece, box + k * kBroadcastPiece, piece(k));
+    }
+  }
+  window_->flush();
+}
+
 bool DirectCollectives::broadcast_registered(const void* input, void* output, size_t bytes,
                                              int root, Deadline deadline, const OpLabel& what) {
   const unsigned p = begin(deadline, what);

@@ -60,6 +60,11 @@ class DirectCollectives {
   void broadcast(const void* input, void* output, size_t bytes, int root, Deadline deadline,
                  const OpLabel& what);
   void barrier(Deadline deadline, const OpLabel& what);
+  // Every rank publishes its `bytes` (in broadcast-sized pieces, flagged one by one) and copies
+  // the others' pieces out; output holds nranks * bytes. In place when input == output + rank *
+  // bytes.
+  void all_gather(const void* input, void* output, size_t bytes, Deadline deadline,
+                  const OpLabel& what);
 
   // Broadcast between buffers in registered memory (cclMemAlloc): each receiver copies straight
   // from the root's buffer, and an in-place root, which has no copy of its own to make, writes a

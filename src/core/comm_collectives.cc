@@ -206,6 +206,12 @@ void Communicator::all_gather(const void* sendbuff, void* recvbuff, size_t sendc
   begin_op("cclAllGather");
   if (sendcount == 0) return;
   const algo::ExecOp exec = copy_op(type);
+  const size_t bytes = sendcount * exec.elem_size;
+  if (direct_fits(bytes)) {
+    return run_op("allgather", [&](Deadline deadline, const algo::OpLabel& name) {
+      direct_->all_gather(sendbuff, recvbuff, bytes, deadline, name);
+    });
+  }
   execute(cached(kAllGather, sendcount, -1, exec.elem_size), sendbuff, recvbuff, exec, "allgather");
 }
 

@@ -143,7 +143,7 @@ TEST(DirectCollectives, MixedBackToBackOperations) {
         const size_t count = kCounts[(iter * 7) % std::size(kCounts)];
         std::vector<int32_t> in(count), out(count);
         for (size_t i = 0; i < count; ++i) in[i] = contribution(env.rank, i + iter);
-        switch (iter % 3) {
+        switch (iter % 4) {
           case 0:
             dc.all_reduce(in.data(), out.data(), count, op, env.deadline, {"allreduce", 0});
             for (size_t i = 0; i < count; ++i) {
@@ -157,6 +157,17 @@ TEST(DirectCollectives, MixedBackToBackOperations) {
             for (size_t i = 0; i < count; ++i) {
               require(out[i] == contribution(root, i + iter),
                       "broadcast at iteration " + std::to_string(iter));
+            }
+            break;
+          }
+          case 2: {
+            std::vector<int32_t> all(count * n);
+            dc.all_gather(in.data(), all.data(), count * 4, env.deadline, {"allgather", 0});
+            for (int r = 0; r < n; ++r) {
+              for (size_t i = 0; i < count; ++i) {
+                require(all[r * count + i] == contribution(r, i + iter),
+                        "allgather at iteration " + std::to_string(iter));
+              }
             }
             break;
           }
@@ -186,6 +197,36 @@ TEST(DirectCollectives, PipelinedBroadcastOfManyPieces) {
             for (size_t i = 0; i < bytes; ++i) {
               require(dst[i] == static_cast<uint8_t>(i * 7 + root),
                       "broadcast of " + std::to_string(bytes) + " from " + std::to_string(root) +
+                          " at byte " + std::to_string(i));
+            }
+          }
+        }
+      }
+    }));
+  }
+}
+
+// Allgather blocks of many pieces and of a few bytes, in place (the own block already in the
+// output) and not.
+TEST(DirectCollectives, AllGatherOfManyPiecesInAndOutOfPlace) {
+  const size_t window = 512 * 1024;
+  for (int n : {2, 3}) {
+    expect_all_ok(run_shm_threads(n, window_options(window), [&](RankEnv& env) {
+      auto dc = direct(env);
+      for (size_t bytes : {window, 3 * algo::DirectCollectives::kBroadcastPiece + 5, size_t{3}}) {
+        for (bool in_place : {false, true}) {
+          std::vector<uint8_t> in(bytes), out(bytes * n, 0);
+          for (size_t i = 0; i < bytes; ++i) in[i] = static_cast<uint8_t>(i * 7 + env.rank);
+          const uint8_t* src = in.data();
+          if (in_place) {
+            std::copy(in.begin(), in.end(), out.begin() + env.rank * bytes);
+            src = out.data() + env.rank * bytes;
+          }
+          dc.all_gather(src, out.data(), bytes, env.deadline, {"allgather", 0});
+          for (int r = 0; r < n; ++r) {
+            for (size_t i = 0; i < bytes; ++i) {
+              require(out[r * bytes + i] == static_cast<uint8_t>(i * 7 + r),
+                      "allgather of " + std::to_string(bytes) + " from " + std::to_string(r) +
                           " at byte " + std::to_string(i));
             }
           }
