@@ -215,6 +215,43 @@ void DirectCollectives::all_gather(const void* input, void* output, size_t bytes
   window_->flush();
 }
 
+void DirectCollectives::all_to_all(const void* input, void* output, size_t bytes, Deadline deadline,
+                                   const OpLabel& what) {
+  const unsigned p = begin(deadline, what);
+  const uint64_t s = sequence_;
+  const int me = window_->rank();
+  const int n = window_->nranks();
+  const auto* in = static_cast<const std::byte*>(input);
+  auto* out = static_cast<std::byte*>(output);
+  const size_t total = bytes * static_cast<size_t>(n);
+  const size_t pieces = (bytes + kBroadcastPiece - 1) / kBroadcastPiece;  // per block
+  auto piece = [&](size_t k) { return std::min(kBroadcastPiece, bytes - k * kBroadcastPiece); };
+  // The i-th block a rank publishes (i = 1 .. n-1) is the one for rank (rank + i) % n; its piece
+  // k is flagged by step (i - 1) * pieces + k + 1, so every flag value names one piece.
+  std::byte* mine = window_->mailbox(me, p, total);
+  for (int i = 1; i < n; ++i) {
+    const size_t block = static_cast<size_t>((me + i) % n) * bytes;
+    for (size_t k = 0; k < pieces; ++k) {
+      const size_t at = block + k * kBroadcastPiece;
+      memcpy(mine + at, in + at, piece(k));
+      window_->publish(p, mark(s, (i - 1) * pieces + k + 1));
+    }
+  }
+  window_->flush();  // a peer may be asleep waiting for our pieces
+  const size_t own = static_cast<size_t>(me) * bytes;
+  if (in != out) memcpy(out + own, in + own, bytes);
+  for (int j = 1; j < n; ++j) {
+    const int r = (me - j + n) % n;  // the rank whose j-th block is ours: first published first
+    const std::byte* box = window_->mailbox(r, p, total);
+    for (size_t k = 0; k < pieces; ++k) {
+      const size_t at = own + k * kBroadcastPiece;
+      await(r, p, mark(s, (j - 1) * pieces + k + 1), deadline, what);
+      memcpy(out + static_cast<size_t>(r) * bytes + k * kBroadcastPiece, box + at, piece(k));
+    }
+  }
+  window_->flush();
+}
+
 bool DirectCollectives::broadcast_registered(const void* input, void* output, size_t bytes,
                                              int root, Deadline deadline, const OpLabel& what) {
   const unsigned p = begin(deadline, what);

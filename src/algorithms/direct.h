@@ -65,6 +65,11 @@ class DirectCollectives {
   // bytes.
   void all_gather(const void* input, void* output, size_t bytes, Deadline deadline,
                   const OpLabel& what);
+  // Blocks of `bytes` per rank pair: each rank publishes the blocks for its peers (the one for
+  // rank me+1 first, then me+2, ...), piece by piece, and copies its own block out of every peer's
+  // mailbox. In place (input == output) is fine: all blocks are published before any is received.
+  void all_to_all(const void* input, void* output, size_t bytes, Deadline deadline,
+                  const OpLabel& what);
 
   // Broadcast between buffers in registered memory (cclMemAlloc): each receiver copies straight
   // from the root's buffer, and an in-place root, which has no copy of its own to make, writes a

@@ -247,6 +247,11 @@ void Communicator::all_to_all(const void* sendbuff, void* recvbuff, size_t count
   if (count == 0) return;
   const algo::ExecOp exec = copy_op(type);
   const size_t bytes = count * nranks_ * exec.elem_size;
+  if (direct_fits(bytes)) {
+    return run_op("alltoall", [&](Deadline deadline, const algo::OpLabel& name) {
+      direct_->all_to_all(sendbuff, recvbuff, bytes / nranks_, deadline, name);
+    });
+  }
   // In place, the blocks received would overwrite blocks not yet sent: send from a copy.
   const void* input = sendbuff == recvbuff ? staged_copy(sendbuff, bytes) : sendbuff;
   execute(cached(kAlltoAll, count, -1, exec.elem_size), input, recvbuff, exec, "alltoall");

@@ -236,6 +236,41 @@ TEST(DirectCollectives, AllGatherOfManyPiecesInAndOutOfPlace) {
   }
 }
 
+// All-to-all blocks of many pieces and of a few bytes, in place and not, back to back with
+// allgathers (mailbox reuse across different collectives).
+TEST(DirectCollectives, AllToAllOfManyPiecesInAndOutOfPlace) {
+  const size_t window = 512 * 1024;
+  for (int n : {2, 3, 4}) {
+    expect_all_ok(run_shm_threads(n, window_options(window), [&](RankEnv& env) {
+      auto dc = direct(env);
+      auto value = [](int from, int to, size_t i) {
+        return static_cast<uint8_t>(i * 7 + from * 5 + to);
+      };
+      for (size_t bytes : {window / n, window / n - 7, size_t{3}}) {
+        for (bool in_place : {false, true}) {
+          std::vector<uint8_t> in(bytes * n), out(bytes * n, 0);
+          for (int to = 0; to < n; ++to) {
+            for (size_t i = 0; i < bytes; ++i) in[to * bytes + i] = value(env.rank, to, i);
+          }
+          uint8_t* dst = in_place ? in.data() : out.data();
+          dc.all_to_all(in.data(), dst, bytes, env.deadline, {"alltoall", 0});
+          for (int from = 0; from < n; ++from) {
+            for (size_t i = 0; i < bytes; ++i) {
+              require(dst[from * bytes + i] == value(from, env.rank, i),
+                      "alltoall of " + std::to_string(bytes) + " from " + std::to_string(from) +
+                          " at byte " + std::to_string(i));
+            }
+          }
+          std::vector<uint8_t> all(n);
+          const uint8_t mine = static_cast<uint8_t>(env.rank);
+          dc.all_gather(&mine, all.data(), 1, env.deadline, {"allgather", 0});
+          for (int r = 0; r < n; ++r) require(all[r] == r, "allgather after alltoall");
+        }
+      }
+    }));
+  }
+}
+
 TEST(DirectCollectives, TwoShotAboveTheOneShotLimitOnly) {
   // The same result whatever the split: oneshot 0 forces two-shot above the inline size.
   expect_all_ok(run_shm_threads(3, window_options(), [&](RankEnv& env) {
