@@ -161,56 +161,56 @@ void DirectCollectives::all_reduce(const void* input, void* output, size_t count
 void DirectCollectives::broadcast(const void* input, void* output, size_t bytes, int root,
                                   Deadline deadline, const OpLabel& what) {
   const unsigned p = begin(deadline, what);
-  const uint64_t s = sequence_;
   std::byte* box = window_->mailbox(root, p, bytes);
-  const size_t pieces = (bytes + kBroadcastPiece - 1) / kBroadcastPiece;
-  auto piece = [&](size_t k) { return std::min(kBroadcastPiece, bytes - k * kBroadcastPiece); };
   if (window_->rank() == root) {
-    const auto* in = static_cast<const std::byte*>(input);
-    for (size_t k = 0; k < pieces; ++k) {
-      memcpy(box + k * kBroadcastPiece, in + k * kBroadcastPiece, piece(k));
-      window_->publish(p, mark(s, k + 1));
-      window_->flush();  // a receiver may sleep; one fence per piece is nothing next to its copy
-    }
+    // Receivers may sleep: one fence per piece is nothing next to its copy.
+    put_pieces(box, static_cast<const std::byte*>(input), bytes, p, 0, /*flush_each=*/true);
     if (output != input) memcpy(output, input, bytes);
     return;
   }
-  auto* out = static_cast<std::byte*>(output);
-  for (size_t k = 0; k < pieces; ++k) {
-    await(root, p, mark(s, k + 1), deadline, what);
-    memcpy(out + k * kBroadcastPiece, box + k * kBroadcastPiece, piece(k));
-  }
-  window_->publish(p, mark(s, 0));  // done reading: the root may reuse the mailbox
+  get_pieces(static_cast<std::byte*>(output), root, box, bytes, p, 0, deadline, what);
+  window_->publish(p, mark(sequence_, 0));  // done reading: the root may reuse the mailbox
   window_->flush();
+}
+
+size_t DirectCollectives::pieces_of(size_t bytes) {
+  return (bytes + kBroadcastPiece - 1) / kBroadcastPiece;
+}
+
+void DirectCollectives::put_pieces(std::byte* box, const std::byte* src, size_t bytes,
+                                   unsigned parity, uint64_t first_step, bool flush_each) {
+  for (size_t k = 0, at = 0; at < bytes; ++k, at += kBroadcastPiece) {
+    memcpy(box + at, src + at, std::min(kBroadcastPiece, bytes - at));
+    window_->publish(parity, mark(sequence_, first_step + k + 1));
+    if (flush_each) window_->flush();
+  }
+}
+
+void DirectCollectives::get_pieces(std::byte* dst, int rank, const std::byte* box, size_t bytes,
+                                   unsigned parity, uint64_t first_step, Deadline deadline,
+                                   const OpLabel& what) {
+  for (size_t k = 0, at = 0; at < bytes; ++k, at += kBroadcastPiece) {
+    await(rank, parity, mark(sequence_, first_step + k + 1), deadline, what);
+    memcpy(dst + at, box + at, std::min(kBroadcastPiece, bytes - at));
+  }
 }
 
 void DirectCollectives::all_gather(const void* input, void* output, size_t bytes, Deadline deadline,
                                    const OpLabel& what) {
   const unsigned p = begin(deadline, what);
-  const uint64_t s = sequence_;
   const int me = window_->rank();
   const int n = window_->nranks();
   const auto* in = static_cast<const std::byte*>(input);
   auto* out = static_cast<std::byte*>(output);
-  const size_t pieces = (bytes + kBroadcastPiece - 1) / kBroadcastPiece;
-  auto piece = [&](size_t k) { return std::min(kBroadcastPiece, bytes - k * kBroadcastPiece); };
-  std::byte* mine = window_->mailbox(me, p, bytes);
-  for (size_t k = 0; k < pieces; ++k) {
-    memcpy(mine + k * kBroadcastPiece, in + k * kBroadcastPiece, piece(k));
-    window_->publish(p, mark(s, k + 1));
-  }
+  put_pieces(window_->mailbox(me, p, bytes), in, bytes, p, 0, false);
   window_->flush();  // a peer may be asleep waiting for our pieces
   // Our own block meanwhile: the peers are still publishing theirs.
   std::byte* own = out + static_cast<size_t>(me) * bytes;
   if (own != in) memcpy(own, in, bytes);
   for (int i = 1; i < n; ++i) {
     const int r = (me + i) % n;  // start at different ranks: spread the readers
-    const std::byte* box = window_->mailbox(r, p, bytes);
-    std::byte* dst = out + static_cast<size_t>(r) * bytes;
-    for (size_t k = 0; k < pieces; ++k) {
-      await(r, p, mark(s, k + 1), deadline, what);
-      memcpy(dst + k * kBroadcastPiece, box + k * kBroadcastPiece, piece(k));
-    }
+    get_pieces(out + static_cast<size_t>(r) * bytes, r, window_->mailbox(r, p, bytes), bytes, p, 0,
+               deadline, what);
   }
   window_->flush();
 }
@@ -218,36 +218,26 @@ void DirectCollectives::all_gather(const void* input, void* output, size_t bytes
 void DirectCollectives::all_to_all(const void* input, void* output, size_t bytes, Deadline deadline,
                                    const OpLabel& what) {
   const unsigned p = begin(deadline, what);
-  const uint64_t s = sequence_;
   const int me = window_->rank();
   const int n = window_->nranks();
   const auto* in = static_cast<const std::byte*>(input);
   auto* out = static_cast<std::byte*>(output);
   const size_t total = bytes * static_cast<size_t>(n);
-  const size_t pieces = (bytes + kBroadcastPiece - 1) / kBroadcastPiece;  // per block
-  auto piece = [&](size_t k) { return std::min(kBroadcastPiece, bytes - k * kBroadcastPiece); };
-  // The i-th block a rank publishes (i = 1 .. n-1) is the one for rank (rank + i) % n; its piece
-  // k is flagged by step (i - 1) * pieces + k + 1, so every flag value names one piece.
+  // The i-th block a rank publishes (i = 1 .. n-1) is the one for rank (rank + i) % n; its pieces
+  // are flagged after the (i - 1) * pieces_of(bytes) pieces before it, so every flag value names
+  // one piece.
   std::byte* mine = window_->mailbox(me, p, total);
   for (int i = 1; i < n; ++i) {
     const size_t block = static_cast<size_t>((me + i) % n) * bytes;
-    for (size_t k = 0; k < pieces; ++k) {
-      const size_t at = block + k * kBroadcastPiece;
-      memcpy(mine + at, in + at, piece(k));
-      window_->publish(p, mark(s, (i - 1) * pieces + k + 1));
-    }
+    put_pieces(mine + block, in + block, bytes, p, (i - 1) * pieces_of(bytes), false);
   }
   window_->flush();  // a peer may be asleep waiting for our pieces
   const size_t own = static_cast<size_t>(me) * bytes;
   if (in != out) memcpy(out + own, in + own, bytes);
   for (int j = 1; j < n; ++j) {
     const int r = (me - j + n) % n;  // the rank whose j-th block is ours: first published first
-    const std::byte* box = window_->mailbox(r, p, total);
-    for (size_t k = 0; k < pieces; ++k) {
-      const size_t at = own + k * kBroadcastPiece;
-      await(r, p, mark(s, (j - 1) * pieces + k + 1), deadline, what);
-      memcpy(out + static_cast<size_t>(r) * bytes + k * kBroadcastPiece, box + at, piece(k));
-    }
+    get_pieces(out + static_cast<size_t>(r) * bytes, r, window_->mailbox(r, p, total) + own, bytes,
+               p, (j - 1) * pieces_of(bytes), deadline, what);
   }
   window_->flush();
 }

@@ -87,6 +87,14 @@ class DirectCollectives {
   // Until flag(rank, parity) >= value: spin, then yield, then sleep (WaitPolicy).
   void await(int rank, unsigned parity, uint64_t value, Deadline deadline, const OpLabel& what);
   void await_all(unsigned parity, uint64_t value, Deadline deadline, const OpLabel& what);
+  // Pieces of kBroadcastPiece bytes: put_pieces copies `bytes` into our mailbox area `box`,
+  // raising our flag to mark(s, first_step + k + 1) after piece k (and waking sleepers after each
+  // piece if `flush_each`); get_pieces copies them out of `rank`'s area `box` as they are flagged.
+  static size_t pieces_of(size_t bytes);
+  void put_pieces(std::byte* box, const std::byte* src, size_t bytes, unsigned parity,
+                  uint64_t first_step, bool flush_each);
+  void get_pieces(std::byte* dst, int rank, const std::byte* box, size_t bytes, unsigned parity,
+                  uint64_t first_step, Deadline deadline, const OpLabel& what);
   const std::byte* own_contribution(const std::byte* in, const std::byte* out,
                                     const std::byte* mine) const;
   void reduce_range(std::byte* dst, size_t offset, size_t count, unsigned parity, size_t bytes,
