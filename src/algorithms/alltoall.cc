@@ -1,6 +1,7 @@
 #include "algorithms/alltoall.h"
 
 #include <cstdint>
+#include <vector>
 
 #include "core/error.h"
 
@@ -66,6 +67,15 @@ Schedule pairwise_alltoallv(int nranks, int rank, std::span<const size_t> sendco
   }
   if (!copied) s.rounds.push_back(Round{{copy_own}});
   return s;
+}
+
+Schedule pairwise_alltoall(int nranks, int rank, size_t count) {
+  if (nranks < 1) throw_error(cclInvalidArgument, "pairwise_alltoall: nranks %d < 1", nranks);
+  // One implementation: alltoallv with equal blocks (two vectors of nranks entries).
+  const auto n = static_cast<size_t>(nranks);
+  std::vector<size_t> counts(n, count), displs(n);
+  for (size_t q = 0; q < n; ++q) displs[q] = q * count;
+  return pairwise_alltoallv(nranks, rank, counts, displs, counts, displs);
 }
 
 }  // namespace ccl::algo

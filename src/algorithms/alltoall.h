@@ -26,5 +26,7 @@ namespace ccl::algo {
 Schedule pairwise_alltoallv(int nranks, int rank, std::span<const size_t> sendcounts,
                             std::span<const size_t> sdispls, std::span<const size_t> recvcounts,
                             std::span<const size_t> rdispls);
+// All-to-all with `count` elements per rank pair, block q at q * count on both sides.
+Schedule pairwise_alltoall(int nranks, int rank, size_t count);
 
 }  // namespace ccl::algo

@@ -8,9 +8,8 @@ namespace ccl::algo {
 Schedule chain_reduce(const RingParams& params, int root) {
   const RingPlace ring = place_on_ring(params, "chain_reduce");
   const int n = ring.n;
-  if (root < 0 || root >= n) {
-    throw_error(cclInvalidArgument, "chain_reduce: root %d not in [0,%d)", root, n);
-  }
+  // 0: the root, n-1: the far end of the chain, where the data starts.
+  const int index = ring.chain_index(root, "chain_reduce");
   Schedule s;
   const size_t count = params.count;
   if (count == 0) return s;  // touches nothing; buffers may be NULL
@@ -21,8 +20,6 @@ Schedule chain_reduce(const RingParams& params, int root) {
     s.rounds.push_back(Round{{Step{StepKind::Finalize, -1, Region{}, all_out}}});
     return s;
   }
-  // 0: the root, n-1: the far end of the chain, where the data starts.
-  const int index = ((ring.pos - ring.position_of(root)) % n + n) % n;
   const size_t nchunks = chunks_per_piece(count, params.chunk_elems);
   const Piece whole{0, count};
   // Data flows towards the root: from the next rank on the ring to the previous one.

@@ -69,14 +69,10 @@ Schedule ring_allreduce(const RingParams& params) {
 Schedule chain_broadcast(const RingParams& params, int root) {
   const RingPlace ring = place_on_ring(params, "chain_broadcast");
   const int n = ring.n;
-  if (root < 0 || root >= n) {
-    throw_error(cclInvalidArgument, "chain_broadcast: root %d not in [0,%d)", root, n);
-  }
+  const int index = ring.chain_index(root, "chain_broadcast");  // 0: root, n-1: tail
   Schedule s;
   const size_t count = params.count;
   if (count == 0) return s;
-  const int root_pos = ring.position_of(root);
-  const int index = ((ring.pos - root_pos) % n + n) % n;  // 0: root, n-1: tail of the chain
   const size_t nchunks = chunks_per_piece(count, params.chunk_elems);
   const Piece whole{0, count};
   const int next = ring.next(), prev = ring.prev();

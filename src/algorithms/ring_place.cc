@@ -14,6 +14,12 @@ int RingPlace::position_of(int rank) const {
   throw_error(cclInternalError, "ring order has no rank %d", rank);
 }
 
+int RingPlace::chain_index(int root, const char* who) const {
+  if (root < 0 || root >= n)
+    throw_error(cclInvalidArgument, "%s: root %d not in [0,%d)", who, root, n);
+  return ((pos - position_of(root)) % n + n) % n;
+}
+
 RingPlace place_on_ring(const RingParams& p, const char* who) {
   if (p.nranks < 1) throw_error(cclInvalidArgument, "%s: nranks %d < 1", who, p.nranks);
   if (p.rank < 0 || p.rank >= p.nranks) {

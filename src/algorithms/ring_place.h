@@ -22,6 +22,10 @@ struct RingPlace {
   int next() const { return at(pos + 1); }
   int prev() const { return at(pos - 1); }
   int position_of(int rank) const;  // rank must be in [0, n)
+  // This rank's distance along the chain that starts at `root` and follows the ring order (0:
+  // the root, n-1: the far end). Throws InvalidArgument (prefixed by `who`) unless root is a
+  // rank.
+  int chain_index(int root, const char* who) const;
 };
 
 // Throws InvalidArgument (prefixed by `who`) unless nranks >= 1, rank is in range and the order

@@ -67,8 +67,8 @@ cclResult_t point_to_point(bool send, const void* buffer, size_t count, cclDataT
   return added != cclSuccess ? added : ended;
 }
 
-// nranks entries, each checked not to overflow, and copied: with a stream the call returns
-// before the operation runs, and the caller's arrays need not outlive the call.
+// A copy of the caller's nranks entries (check_extents checks them): with a stream or in a group
+// the operation runs after the call returns, and the caller's arrays need not outlive the call.
 std::vector<size_t> checked_counts(const size_t* values, int nranks, const char* name,
                                    const char* function) {
   if (values == nullptr) throw_error(cclInvalidArgument, "%s: %s is NULL", function, name);
@@ -202,21 +202,20 @@ cclResult_t cclAllGatherV(const void* sendbuff, size_t sendcount, void* recvbuff
     std::vector<size_t> counts, displs;
   };
   auto layout = std::make_shared<Layout>();
-  std::vector<size_t>& counts = layout->counts;
-  std::vector<size_t>& offsets = layout->displs;
   return submit(
       comm, stream, fn,
       [&](Communicator& c) {
         check_datatype(datatype, fn);
-        counts = checked_counts(recvcounts, c.nranks(), "recvcounts", fn);
-        offsets = checked_counts(displs, c.nranks(), "displs", fn);
-        if (counts[c.rank()] != sendcount) {
+        Layout& l = *layout;
+        l.counts = checked_counts(recvcounts, c.nranks(), "recvcounts", fn);
+        l.displs = checked_counts(displs, c.nranks(), "displs", fn);
+        if (l.counts[c.rank()] != sendcount) {
           throw_error(cclInvalidArgument, "%s: recvcounts[%d] is %zu but sendcount is %zu", fn,
-                      c.rank(), counts[c.rank()], sendcount);
+                      c.rank(), l.counts[c.rank()], sendcount);
         }
-        check_extents(counts, offsets, datatype, "recvcounts", "displs", fn);
+        check_extents(l.counts, l.displs, datatype, "recvcounts", "displs", fn);
         check_buffer(sendbuff, "sendbuff", sendcount, fn);
-        check_buffer(recvbuff, "recvbuff", total(counts), fn);
+        check_buffer(recvbuff, "recvbuff", total(l.counts), fn);
       },
       [=](Communicator& c) {
         c.all_gather_v(sendbuff, recvbuff, layout->counts, layout->displs, datatype);
@@ -232,22 +231,19 @@ cclResult_t cclAlltoAllV(const void* sendbuff, const size_t* sendcounts, const s
     std::vector<size_t> sendcounts, sdispls, recvcounts, rdispls;
   };
   auto layout = std::make_shared<Layout>();
-  std::vector<size_t>& scounts = layout->sendcounts;
-  std::vector<size_t>& soffsets = layout->sdispls;
-  std::vector<size_t>& rcounts = layout->recvcounts;
-  std::vector<size_t>& roffsets = layout->rdispls;
   return submit(
       comm, stream, fn,
       [&](Communicator& c) {
         check_datatype(datatype, fn);
-        scounts = checked_counts(sendcounts, c.nranks(), "sendcounts", fn);
-        soffsets = checked_counts(sdispls, c.nranks(), "sdispls", fn);
-        rcounts = checked_counts(recvcounts, c.nranks(), "recvcounts", fn);
-        roffsets = checked_counts(rdispls, c.nranks(), "rdispls", fn);
-        check_extents(scounts, soffsets, datatype, "sendcounts", "sdispls", fn);
-        check_extents(rcounts, roffsets, datatype, "recvcounts", "rdispls", fn);
-        check_buffer(sendbuff, "sendbuff", total(scounts), fn);
-        check_buffer(recvbuff, "recvbuff", total(rcounts), fn);
+        Layout& l = *layout;
+        l.sendcounts = checked_counts(sendcounts, c.nranks(), "sendcounts", fn);
+        l.sdispls = checked_counts(sdispls, c.nranks(), "sdispls", fn);
+        l.recvcounts = checked_counts(recvcounts, c.nranks(), "recvcounts", fn);
+        l.rdispls = checked_counts(rdispls, c.nranks(), "rdispls", fn);
+        check_extents(l.sendcounts, l.sdispls, datatype, "sendcounts", "sdispls", fn);
+        check_extents(l.recvcounts, l.rdispls, datatype, "recvcounts", "rdispls", fn);
+        check_buffer(sendbuff, "sendbuff", total(l.sendcounts), fn);
+        check_buffer(recvbuff, "recvbuff", total(l.recvcounts), fn);
       },
       [=](Communicator& c) {
         const Layout& l = *layout;

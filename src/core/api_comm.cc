@@ -148,7 +148,6 @@ cclResult_t cclCommSplit(cclComm_t comm, int color, int key, cclComm_t* newcomm,
                   fn, color);
     }
     CommOptions options = parent.options();  // the parent's settings unless the config says
-    options.loopback = nullptr;
     apply_config(options, config, fn);
     std::shared_ptr<Communicator> child = parent.split(color, key, options);
     if (child) *newcomm = make_handle(std::move(child));

@@ -15,6 +15,7 @@
 #include "algorithms/direct.h"
 #include "algorithms/executor.h"
 #include "algorithms/point_to_point.h"
+#include "algorithms/ring.h"
 #include "algorithms/schedule.h"
 #include "ccl/ccl.h"
 #include "core/bootstrap/store.h"
@@ -113,6 +114,8 @@ class Communicator {
   bool direct_fits(size_t bytes) const { return direct_ && bytes <= direct_->max_bytes(); }
   const algo::Schedule& cached(int kind, size_t count, int root, size_t elem_size);
   void* scratch(size_t bytes);  // executor scratch of at least `bytes`
+  // A ring or chain builder's parameters for `count` elements of `elem_size` bytes.
+  algo::RingParams ring_params(size_t count, size_t elem_size) const;
   // Allreduce (root -1) or reduce to `root`, as operation `what`; the caller holds op_mutex_.
   void reduce_to(const void* sendbuff, void* recvbuff, size_t count, cclDataType_t type,
                  cclRedOp_t op, int root, const char* what);

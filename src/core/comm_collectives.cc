@@ -60,11 +60,7 @@ const algo::Schedule& Communicator::cached(int kind, size_t count, int root, siz
   auto it = schedules_.find(key);
   if (it != schedules_.end()) return it->second;
   if (schedules_.size() >= 256) schedules_.clear();  // bounded memory for sweeping sizes
-  algo::RingParams params;
-  params.nranks = nranks_;
-  params.rank = rank_;
-  params.count = count;
-  params.chunk_elems = chunk_bytes_ / elem_size;
+  const algo::RingParams params = ring_params(count, elem_size);
   algo::Schedule schedule;
   switch (kind) {
     case kAllReduce:
@@ -85,12 +81,9 @@ const algo::Schedule& Communicator::cached(int kind, size_t count, int root, siz
     case kReduceScatter:
       schedule = algo::ring_reduce_scatter(params);
       break;
-    case kAlltoAll: {
-      std::vector<size_t> counts(nranks_, count), displs(nranks_);
-      for (int q = 0; q < nranks_; ++q) displs[q] = q * count;
-      schedule = algo::pairwise_alltoallv(nranks_, rank_, counts, displs, counts, displs);
+    case kAlltoAll:
+      schedule = algo::pairwise_alltoall(nranks_, rank_, count);
       break;
-    }
     default:
       schedule = algo::dissemination_barrier(nranks_, rank_);
       break;
@@ -98,23 +91,38 @@ const algo::Schedule& Communicator::cached(int kind, size_t count, int root, siz
   return schedules_.emplace(key, std::move(schedule)).first->second;
 }
 
-void* Communicator::scratch(size_t bytes) {
-  // Kept for the life of the communicator: touched once, no page faults on later calls.
-  if (scratch_.size() < bytes) scratch_.resize(bytes);
-  return scratch_.data();
+algo::RingParams Communicator::ring_params(size_t count, size_t elem_size) const {
+  algo::RingParams params;
+  params.nranks = nranks_;
+  params.rank = rank_;
+  params.count = count;
+  params.chunk_elems = chunk_bytes_ / elem_size;
+  return params;
 }
+
+namespace {
+
+// Buffers kept for the life of the communicator: touched once, no page faults on later calls.
+std::byte* at_least(std::vector<std::byte>& buffer, size_t bytes) {
+  if (buffer.size() < bytes) buffer.resize(bytes);
+  return buffer.data();
+}
+
+}  // namespace
+
+void* Communicator::scratch(size_t bytes) { return at_least(scratch_, bytes); }
 
 const void* Communicator::reduction_input(const Reduction& r, const void* sendbuff, size_t count) {
   if (r.scale == nullptr) return sendbuff;
-  if (staging_.size() < count * r.exec.elem_size) staging_.resize(count * r.exec.elem_size);
-  r.scale(staging_.data(), sendbuff, count, r.scalar.data());
-  return staging_.data();
+  std::byte* scaled = at_least(staging_, count * r.exec.elem_size);
+  r.scale(scaled, sendbuff, count, r.scalar.data());
+  return scaled;
 }
 
 const void* Communicator::staged_copy(const void* data, size_t bytes) {
-  if (staging_.size() < bytes) staging_.resize(bytes);
-  if (bytes != 0) memcpy(staging_.data(), data, bytes);
-  return staging_.data();
+  std::byte* copy = at_least(staging_, bytes);
+  if (bytes != 0) memcpy(copy, data, bytes);
+  return copy;
 }
 
 template <typename Body>
@@ -221,12 +229,8 @@ void Communicator::all_gather_v(const void* sendbuff, void* recvbuff,
   std::lock_guard<std::mutex> lock(op_mutex_);
   begin_op("cclAllGatherV");
   const algo::ExecOp exec = copy_op(type);
-  algo::RingParams params;
-  params.nranks = nranks_;
-  params.rank = rank_;
-  params.count = counts[rank_];
-  params.chunk_elems = chunk_bytes_ / exec.elem_size;
-  execute(algo::ring_allgatherv(params, counts, displs), sendbuff, recvbuff, exec, "allgatherv");
+  execute(algo::ring_allgatherv(ring_params(counts[rank_], exec.elem_size), counts, displs),
+          sendbuff, recvbuff, exec, "allgatherv");
 }
 
 void Communicator::reduce_scatter(const void* sendbuff, void* recvbuff, size_t recvcount,
@@ -265,7 +269,7 @@ void Communicator::all_to_all_v(const void* sendbuff, std::span<const size_t> se
   begin_op("cclAlltoAllV");
   const algo::ExecOp exec = copy_op(type);
   const void* input = sendbuff;
-  if (sendbuff == recvbuff && sendbuff != nullptr) {
+  if (sendbuff == recvbuff) {
     size_t extent = 0;
     for (int q = 0; q < nranks_; ++q) {
       if (sendcounts[q] != 0) extent = std::max(extent, sdispls[q] + sendcounts[q]);

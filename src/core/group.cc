@@ -48,7 +48,8 @@ Part& part_for(const std::shared_ptr<Communicator>& comm, cclStream* stream, con
 }
 
 // Runs a part; the first failure stops it (the communicator is unusable after one anyway).
-cclResult_t run_part(Part& part, Communicator& comm) {
+cclResult_t run_part(Part& part) {
+  Communicator& comm = *part.comm;
   cclResult_t result = cclSuccess;
   if (!part.p2p.empty()) {
     result =
@@ -77,25 +78,24 @@ cclResult_t end() {
   std::vector<Part> parts = std::move(state.parts);
   state.parts.clear();
 
-  std::vector<cclResult_t> results(parts.size(), cclSuccess);
-  std::vector<std::thread> helpers;
-  size_t inline_part = parts.size();
-  for (size_t i = 0; i < parts.size(); ++i) {
-    Part& part = parts[i];
-    if (part.stream != nullptr) {
-      auto shared = std::make_shared<Part>(std::move(part));
-      queue_on_stream(shared->stream, shared->comm,
-                      [shared](Communicator& comm) { return run_part(*shared, comm); });
-    } else if (inline_part == parts.size()) {
-      inline_part = i;  // run by this thread, after the others are started
-    } else {
-      helpers.emplace_back(
-          [&parts, &results, i] { results[i] = run_part(parts[i], *parts[i].comm); });
+  // Stream parts are queued; the others run now, the first on this thread, the rest on a thread
+  // each, so that one thread may drive several ranks.
+  std::vector<Part*> now;
+  for (Part& part : parts) {
+    if (part.stream == nullptr) {
+      now.push_back(&part);
+      continue;
     }
+    auto queued = std::make_shared<Part>(std::move(part));
+    queue_on_stream(queued->stream, queued->comm,
+                    [queued](Communicator&) { return run_part(*queued); });
   }
-  if (inline_part != parts.size()) {
-    results[inline_part] = run_part(parts[inline_part], *parts[inline_part].comm);
+  std::vector<cclResult_t> results(now.size(), cclSuccess);
+  std::vector<std::thread> helpers;
+  for (size_t i = 1; i < now.size(); ++i) {
+    helpers.emplace_back([&results, &now, i] { results[i] = run_part(*now[i]); });
   }
+  if (!now.empty()) results[0] = run_part(*now[0]);
   for (auto& t : helpers) t.join();
   for (cclResult_t r : results) {
     if (r != cclSuccess) return r;

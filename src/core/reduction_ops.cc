@@ -6,6 +6,14 @@
 
 namespace ccl {
 
+namespace {
+
+bool is_builtin(cclRedOp_t op) {
+  return static_cast<int>(op) >= 0 && static_cast<int>(op) < cclNumOps;
+}
+
+}  // namespace
+
 cclRedOp_t ReductionOps::create_premul_sum(const void* scalar, cclDataType_t type, int residence) {
   const char* fn = "cclRedOpCreatePreMulSum";
   if (scalar == nullptr) throw_error(cclInvalidArgument, "%s: scalar is NULL", fn);
@@ -46,7 +54,7 @@ const ReductionOps::PreMulSum* ReductionOps::find(cclRedOp_t op) const {
 
 void ReductionOps::destroy(cclRedOp_t op) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (static_cast<int>(op) >= 0 && static_cast<int>(op) < cclNumOps) {
+  if (is_builtin(op)) {
     throw_error(cclInvalidArgument, "cclRedOpDestroy: op %d is a built-in operation",
                 static_cast<int>(op));
   }
@@ -61,7 +69,7 @@ void ReductionOps::destroy(cclRedOp_t op) {
 }
 
 void ReductionOps::check(cclRedOp_t op, cclDataType_t type, const char* function) const {
-  if (static_cast<int>(op) >= 0 && static_cast<int>(op) < cclNumOps) return;
+  if (is_builtin(op)) return;
   std::lock_guard<std::mutex> lock(mutex_);
   const PreMulSum* entry = find(op);
   if (entry == nullptr) {
@@ -79,7 +87,7 @@ void ReductionOps::check(cclRedOp_t op, cclDataType_t type, const char* function
 
 Reduction ReductionOps::resolve(cclRedOp_t op, cclDataType_t type, int nranks) const {
   Reduction r;
-  if (static_cast<int>(op) >= 0 && static_cast<int>(op) < cclNumOps) {
+  if (is_builtin(op)) {
     r.exec = algo::reduction_op(type, op, nranks);
     return r;
   }
