@@ -1,4 +1,5 @@
-// What the files of collective_set_check share: failure accounting (every check counts, every
+// What the integration check programs share (collectives_check, and the files of
+// collective_set_check): joining the communicator, failure accounting (every check counts, every
 // failure prints the rank and what differed), misaligned buffers, byte comparisons and the data
 // patterns of the data-movement collectives.
 #pragma once
@@ -35,12 +36,26 @@ inline bool expect_result(cclResult_t got, cclResult_t want, const char* call, c
                           int line) {
   ++g_checks;
   if (got == want) return true;
-  // The thread's last error names the failing function and why ("... is not implemented yet").
+  // The thread's last error names the failing function and why.
   fprintf(stderr, "rank %d: FAIL %s returned %s, expected %s at %s:%d [%s]\n", g_rank, call,
           cclGetErrorString(got), cclGetErrorString(want), file, line,
           got == cclSuccess ? "" : cclGetLastError(nullptr));
   ++g_failures;
   return false;
+}
+
+// Joins the communicator the launcher started and sets g_rank; nullptr (after printing why) if
+// that failed.
+inline cclComm_t init_from_env(int* nranks) {
+  cclComm_t comm = nullptr;
+  const cclResult_t init = cclCommInitFromEnv(&comm);
+  if (init != cclSuccess) {
+    fprintf(stderr, "init failed: %s: %s\n", cclGetErrorString(init), cclGetLastError(nullptr));
+    return nullptr;
+  }
+  cclCommCount(comm, nranks);
+  cclCommUserRank(comm, &g_rank);
+  return comm;
 }
 
 // Evaluates `call` once; true when it returned `expected`.

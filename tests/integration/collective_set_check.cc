@@ -246,15 +246,9 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  cclComm_t comm = nullptr;
-  cclResult_t init = cclCommInitFromEnv(&comm);
-  if (init != cclSuccess) {
-    fprintf(stderr, "init failed: %s: %s\n", cclGetErrorString(init), cclGetLastError(nullptr));
-    return 2;
-  }
   int nranks = 0;
-  cclCommCount(comm, &nranks);
-  cclCommUserRank(comm, &g_rank);
+  cclComm_t comm = init_from_env(&nranks);
+  if (comm == nullptr) return 2;
   cclStream_t stream = nullptr;
   if (!EXPECT_RESULT(cclStreamCreate(&stream), cclSuccess)) return 1;
   const Context ctx{comm, nranks, quick, stream};

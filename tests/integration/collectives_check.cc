@@ -7,55 +7,12 @@
 #include <string>
 #include <vector>
 
-#include "algorithms/reduce/reduce.h"
-#include "ccl/ccl.h"
-#include "expected_values.h"
+#include "check_harness.h"
 
-using ccl::reduce::datatype_name;
-using ccl::reduce::datatype_size;
-using ccl::reduce::op_name;
-using namespace ccl::testing;
+using namespace ccl::set_check;
+using ccl::testing::reduce_values;
 
 namespace {
-
-int g_rank = 0;
-int g_failures = 0;
-int g_checks = 0;
-
-#define EXPECT_RESULT(call, expected)                                                            \
-  do {                                                                                           \
-    cclResult_t r_ = (call);                                                                     \
-    ++g_checks;                                                                                  \
-    if (r_ != (expected)) {                                                                      \
-      fprintf(stderr, "rank %d: %s returned %d (%s), expected %d at %s:%d\n", g_rank, #call, r_, \
-              cclGetErrorString(r_), expected, __FILE__, __LINE__);                              \
-      ++g_failures;                                                                              \
-    }                                                                                            \
-  } while (0)
-
-// A buffer whose data starts `misalign` bytes past an aligned address.
-struct Buffer {
-  std::vector<uint8_t> storage;
-  uint8_t* data;
-  Buffer(size_t bytes, size_t misalign) : storage(bytes + 64 + misalign) {
-    data = storage.data() + (64 - reinterpret_cast<uintptr_t>(storage.data()) % 64) % 64 + misalign;
-  }
-};
-
-bool compare(const char* what, cclDataType_t type, const uint8_t* got, const uint8_t* want,
-             size_t count) {
-  size_t size = datatype_size(type);
-  ++g_checks;
-  for (size_t i = 0; i < count; ++i) {
-    if (memcmp(got + i * size, want + i * size, size) != 0) {
-      fprintf(stderr, "rank %d: %s %s count %zu: element %zu differs\n", g_rank, what,
-              datatype_name(type), count, i);
-      ++g_failures;
-      return false;
-    }
-  }
-  return true;
-}
 
 void check_allreduce(cclComm_t comm, int nranks, cclDataType_t type, cclRedOp_t op, size_t count,
                      bool in_place, size_t misalign) {
@@ -194,15 +151,9 @@ void check_argument_errors(cclComm_t comm, int nranks) {
 
 int main(int argc, char** argv) {
   bool quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
-  cclComm_t comm = nullptr;
-  cclResult_t init = cclCommInitFromEnv(&comm);
-  if (init != cclSuccess) {
-    fprintf(stderr, "init failed: %s: %s\n", cclGetErrorString(init), cclGetLastError(nullptr));
-    return 2;
-  }
   int nranks = 0;
-  cclCommCount(comm, &nranks);
-  cclCommUserRank(comm, &g_rank);
+  cclComm_t comm = init_from_env(&nranks);
+  if (comm == nullptr) return 2;
 
   check_argument_errors(comm, nranks);
   const std::vector<size_t> counts = {0, 1, 7, 1000, 65537};

@@ -45,6 +45,16 @@ Problem allreduce_problem(int nranks, size_t count, bool in_place) {
   return p;
 }
 
+std::string verify_allreduce(const std::vector<Schedule>& schedules, int nranks, size_t count) {
+  for (bool in_place : {false, true}) {
+    Problem problem = allreduce_problem(nranks, count, in_place);
+    problem.rendezvous = true;
+    const std::string error = verify(schedules, problem);
+    if (!error.empty()) return (in_place ? "in place: " : "") + error;
+  }
+  return "";
+}
+
 Problem broadcast_problem(int nranks, size_t count, int root, bool in_place) {
   Problem p;
   for (int r = 0; r < nranks; ++r) {

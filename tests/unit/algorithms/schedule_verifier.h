@@ -63,6 +63,9 @@ std::string verify(const std::vector<Schedule>& schedules, const Problem& proble
 // Problems for the collectives, with NCCL's in-place conventions (API.md). Input of rank r
 // element i is written in<r>[i]; "reduced" means every rank's contribution exactly once.
 Problem allreduce_problem(int nranks, size_t count, bool in_place);
+// The allreduce problem out of place, then in place, both with rendezvous sends (which also proves
+// that no send relies on buffering): "" or the first failure, prefixed "in place: " for that one.
+std::string verify_allreduce(const std::vector<Schedule>& schedules, int nranks, size_t count);
 Problem broadcast_problem(int nranks, size_t count, int root, bool in_place);
 Problem reduce_problem(int nranks, size_t count, int root, bool in_place);
 Problem allgather_problem(int nranks, size_t sendcount, bool in_place);

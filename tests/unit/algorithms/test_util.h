@@ -58,6 +58,19 @@ inline bool has_empty_round(const std::vector<Schedule>& all) {
   return false;
 }
 
+// Zero-element messages are only harmless if the peer expects them too; builders make none.
+inline bool has_empty_message(const std::vector<Schedule>& all) {
+  for (const Schedule& s : all) {
+    for (const Round& r : s.rounds) {
+      for (const Step& st : r.steps) {
+        if (st.kind == StepKind::Send && st.src.count == 0) return true;
+        if (st.kind == StepKind::Recv && st.dst.count == 0) return true;
+      }
+    }
+  }
+  return false;
+}
+
 template <typename Build>
 std::vector<Schedule> for_all_ranks(int n, Build build) {
   std::vector<Schedule> out;

@@ -26,6 +26,17 @@ using testing::run_ranks;
 // A value that identifies (rank, element) and fits every integer type used below.
 int32_t tag(int rank, size_t i) { return static_cast<int32_t>(rank * 100000 + i % 99991); }
 
+// True when block q of `out` (n blocks of `count`) holds expected(q, i) at element i.
+template <typename Expected>
+bool blocks_match(const int32_t* out, int n, size_t count, Expected expected) {
+  for (int q = 0; q < n; ++q) {
+    for (size_t i = 0; i < count; ++i) {
+      if (out[q * count + i] != expected(q, i)) return false;
+    }
+  }
+  return true;
+}
+
 const std::vector<size_t> kCounts = {0, 1, 7, 1000, 30001};
 
 class CollectiveSet : public ::testing::TestWithParam<int> {};
@@ -103,15 +114,7 @@ TEST_P(CollectiveSet, AllGatherInAndOutOfPlace) {
           send = out.data() + comm.rank() * count;
         }
         comm.all_gather(send, out.data(), count, cclInt32);
-        for (int q = 0; q < n; ++q) {
-          for (size_t i = 0; i < count; ++i) {
-            if (out[q * count + i] != tag(q, i)) {
-              ++wrong;
-              q = n;
-              break;
-            }
-          }
-        }
+        if (!blocks_match(out.data(), n, count, tag)) ++wrong;
       }
     }
   });
@@ -159,15 +162,8 @@ TEST_P(CollectiveSet, AlltoAllInAndOutOfPlace) {
         }
         int32_t* dst = in_place ? in.data() : out.data();
         comm.all_to_all(in.data(), dst, count, cclInt32);
-        for (int q = 0; q < n; ++q) {
-          for (size_t i = 0; i < count; ++i) {
-            if (dst[q * count + i] != tag(q * 16 + comm.rank(), i)) {
-              ++wrong;
-              q = n;
-              break;
-            }
-          }
-        }
+        const auto sent_to_me = [&](int q, size_t i) { return tag(q * 16 + comm.rank(), i); };
+        if (!blocks_match(dst, n, count, sent_to_me)) ++wrong;
       }
     }
   });
