@@ -1,5 +1,5 @@
 # Optional dependencies: found ones are reported in the configure summary. Issue by issue they
-# gain users (hwloc: topology; ibverbs/ucx: transports; CUDA: device memory).
+# gain users (hwloc: topology discovery, required by it when found; ibverbs/ucx: transports; CUDA: device memory).
 set(CCL_HAVE_HWLOC OFF)
 set(CCL_HAVE_IBVERBS OFF)
 set(CCL_HAVE_UCX OFF)
@@ -8,6 +8,9 @@ if(PkgConfig_FOUND)
   if(HWLOC_FOUND)
     set(CCL_HAVE_HWLOC ON)
   endif()
+  # libxml2 reads and writes the topology file (src/topology/topology_xml.cc); hwloc already
+  # depends on it, so it costs nothing where hwloc is installed.
+  pkg_check_modules(LIBXML2 REQUIRED IMPORTED_TARGET libxml-2.0)
   pkg_check_modules(IBVERBS IMPORTED_TARGET libibverbs)
   if(IBVERBS_FOUND)
     set(CCL_HAVE_IBVERBS ON)

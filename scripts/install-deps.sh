@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config git
   libgtest-dev libgmock-dev googletest libbenchmark-dev
-  libhwloc-dev hwloc libibverbs-dev libucx-dev
+  libhwloc-dev hwloc libxml2-dev libudev-dev libibverbs-dev libucx-dev
   openmpi-bin libopenmpi-dev
   iproute2 procps python3
   clang-format clang-tidy

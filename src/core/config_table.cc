@@ -53,9 +53,23 @@ const std::vector<ConfigVar>& config_vars() {
        "AF_INET or AF_INET6 to force the address family of tcp"},
       {"CCL_NET", ConfigType::String, "",
        "network transport between hosts: tcp (the only one so far)"},
+      // Topology
+      {"CCL_TOPO_FILE", ConfigType::String, "",
+       "read the topology from this file (ccl's XML, or hwloc's from lstopo --of xml) instead of "
+       "discovering it"},
+      {"CCL_TOPO_DUMP_FILE", ConfigType::String, "",
+       "write the topology in use to this file (ccl's XML) at communicator init"},
       // Algorithms
-      {"CCL_ALGO", ConfigType::String, "", "algorithms to allow: ring (the only one so far)"},
-      {"CCL_PROTO", ConfigType::String, "", "protocols to allow: Simple (the only one so far)"},
+      {"CCL_ALGO", ConfigType::String, "",
+       "algorithms the tuner may choose, NCCL's syntax: a list (ring,tree), ^ to exclude, per "
+       "collective with ; (allreduce:tree,ring;broadcast:^tree); names: direct, ring, tree, "
+       "recursive_doubling, rabenseifner, hierarchical"},
+      {"CCL_PROTO", ConfigType::String, "",
+       "protocols the tuner may choose, same syntax: LL (each piece in one message) and Simple "
+       "(pipelined chunks); LL128 is accepted and never available"},
+      {"CCL_TUNER_FILE", ConfigType::String, "",
+       "per-link-class figures (alpha, beta) for the cost model, read from this file instead of "
+       "the probe at communicator init"},
       {"CCL_RECURSIVE_DOUBLING_MAX", ConfigType::Bytes, "0",
        "allreduce messages up to this many bytes use recursive doubling instead of the ring (0: "
        "never; the tuner will choose)"},
