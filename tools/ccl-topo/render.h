@@ -1,0 +1,16 @@
+// ccl-topo's views of one Topology, each as text. Pure functions of the topology, so that the
+// golden files (tests/data/*.ccl-topo.txt) pin them down exactly.
+#pragma once
+
+#include <string>
+
+#include "topology/topology.h"
+
+namespace ccl::topo_tool {
+
+// The default output: the tree, the links, the path-class matrix and the ring/tree orders.
+std::string render_text(const topo::Topology& topo);
+// A graphviz digraph: tree edges (labelled with the PCI link's GB/s) and the links.
+std::string render_dot(const topo::Topology& topo);
+
+}  // namespace ccl::topo_tool
