@@ -13,13 +13,7 @@ Schedule chain_reduce(const RingParams& params, int root) {
   Schedule s;
   const size_t count = params.count;
   if (count == 0) return s;  // touches nothing; buffers may be NULL
-  const Region all_out{Buffer::Output, 0, count};
-  if (n == 1) {
-    // The executor skips the copy when Input and Output are the same memory.
-    s.rounds.push_back(Round{{Step{StepKind::Copy, -1, Region{Buffer::Input, 0, count}, all_out}}});
-    s.rounds.push_back(Round{{Step{StepKind::Finalize, -1, Region{}, all_out}}});
-    return s;
-  }
+  if (n == 1) return single_rank_reduction(count);
   const size_t nchunks = chunks_per_piece(count, params.chunk_elems);
   const Piece whole{0, count};
   // Data flows towards the root: from the next rank on the ring to the previous one.

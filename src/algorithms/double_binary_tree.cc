@@ -46,7 +46,11 @@ int to_rank(int n, int v, int tree) {
   return n % 2 == 0 ? n - 1 - v : (v + 1) % n;
 }
 
-int depth_of(int n, int v) {
+int ready_round(int n, int v);
+
+}  // namespace
+
+int tree_depth(int n, int v) {
   int depth = 0;
   for (; v != 0; v = btree_node(n, v).parent) ++depth;
   return depth;
@@ -54,16 +58,10 @@ int depth_of(int n, int v) {
 
 // Timing of the up flow, in rounds relative to the chunk index (chunk c of an offset o moves in
 // round o + c). A node's partial sum of a chunk is complete `ready` rounds after its children's
-// sends; -1 for a leaf, whose Input is complete from the start.
-struct UpTiming {
-  std::array<int, 2> child_send{-1, -1};  // when each child sends (-1: no such child)
-  int ready = -1;
-};
-int ready_round(int n, int v);
-
-UpTiming up_timing(int n, int v) {
+// sends.
+TreeUpTiming tree_up_timing(int n, int v) {
   const TreeLinks node = btree_node(n, v);
-  UpTiming t;
+  TreeUpTiming t;
   for (int i = 0; i < 2; ++i) {
     if (node.children[i] >= 0) t.child_send[i] = ready_round(n, node.children[i]) + 1;
   }
@@ -73,6 +71,8 @@ UpTiming up_timing(int n, int v) {
   return t;
 }
 
+namespace {
+
 int ready_round(int n, int v) {
   if (v != 0) {
     const int64_t b = v & -v;
@@ -80,7 +80,7 @@ int ready_round(int n, int v) {
     // children always are complete, so only the right spine recurses: O(log n) in all.
     if (v + b - 1 < n) return 2 * std::countr_zero(static_cast<uint64_t>(b)) - 1;
   }
-  return up_timing(n, v).ready;
+  return tree_up_timing(n, v).ready;
 }
 
 void check_ranks(int nranks, int rank, const char* who) {
@@ -111,18 +111,12 @@ int double_binary_tree_root(int nranks, int tree) {
 }
 
 Schedule double_binary_tree_allreduce(const TreeParams& params) {
-  const int n = params.nranks, rank = params.rank;
-  check_ranks(n, rank, "double_binary_tree_allreduce");
+  const RingPlace place = place_on_ring(params, "double_binary_tree_allreduce");
+  const int n = place.n;
   const size_t count = params.count;
   Schedule s;
   if (count == 0) return s;  // touches nothing; buffers may be NULL
-  if (n == 1) {
-    // The executor skips the copy when Input and Output are the same memory.
-    const Region all_out{Buffer::Output, 0, count};
-    s.rounds.push_back(Round{{Step{StepKind::Copy, -1, Region{Buffer::Input, 0, count}, all_out}}});
-    s.rounds.push_back(Round{{Step{StepKind::Finalize, -1, Region{}, all_out}}});
-    return s;
-  }
+  if (n == 1) return single_rank_reduction(count);
   const size_t nchunks = chunks_per_piece(split_even(count, 2, 0).count, params.chunk_elems);
   // Both trees have the same shape, so the same timing; rounds are numbered alike on every rank
   // and every message sits in the same round at both ends (so no send waits on a later round).
@@ -137,19 +131,21 @@ Schedule double_binary_tree_allreduce(const TreeParams& params) {
   for (int tree = 0; tree < 2; ++tree) {
     const Piece half = split_even(count, 2, static_cast<size_t>(tree));
     if (half.count == 0) continue;
-    const int v = to_virtual(n, rank, tree);
+    const int v = to_virtual(n, place.pos, tree);
+    // The rank at virtual node u (u >= 0) of this tree.
+    const auto rank_of = [&](int u) { return place.at(to_rank(n, u, tree)); };
     const TreeLinks node = btree_node(n, v);
-    const UpTiming up = up_timing(n, v);
+    const TreeUpTiming up = tree_up_timing(n, v);
     // The child whose chunks arrive first reduces with Input; the later one with that sum.
     const int first = node.children[1] >= 0 && up.child_send[1] < up.child_send[0] ? 1 : 0;
     int send_up = -1;
     if (node.parent >= 0) {
       const TreeLinks parent = btree_node(n, node.parent);
-      send_up = up_timing(n, node.parent).child_send[parent.children[0] == v ? 0 : 1];
+      send_up = tree_up_timing(n, node.parent).child_send[parent.children[0] == v ? 0 : 1];
     }
     // Round of chunk 0's arrival from the parent; at the root, of its finalize.
-    const size_t down = static_cast<size_t>(root_ready + 1 + depth_of(n, v));
-    const int parent_rank = to_rank(n, node.parent, tree);
+    const size_t down = static_cast<size_t>(root_ready + 1 + tree_depth(n, v));
+    const int parent_rank = node.parent >= 0 ? rank_of(node.parent) : -1;
     const bool leaf = node.children[0] < 0;
     for (size_t c = 0; c < nchunks; ++c) {
       const Region in = sub_region(Buffer::Input, half, nchunks, c);
@@ -158,8 +154,8 @@ Schedule double_binary_tree_allreduce(const TreeParams& params) {
       for (int i = 0; i < 2; ++i) {
         if (node.children[i] < 0) continue;
         at(static_cast<size_t>(up.child_send[i]) + c)
-            .push_back(Step{StepKind::RecvReduce, to_rank(n, node.children[i], tree),
-                            i == first ? in : out, out});
+            .push_back(
+                Step{StepKind::RecvReduce, rank_of(node.children[i]), i == first ? in : out, out});
       }
       if (node.parent >= 0) {
         at(static_cast<size_t>(send_up) + c).push_back(send_step(parent_rank, leaf ? in : out));
@@ -168,7 +164,7 @@ Schedule double_binary_tree_allreduce(const TreeParams& params) {
         at(down + c).push_back(Step{StepKind::Finalize, -1, Region{}, out});
       }
       for (int child : node.children) {
-        if (child >= 0) at(down + 1 + c).push_back(send_step(to_rank(n, child, tree), out));
+        if (child >= 0) at(down + 1 + c).push_back(send_step(rank_of(child), out));
       }
     }
   }

@@ -28,21 +28,22 @@
 // Input is only read (in place, the first reduction writes Output over the Input element it has
 // just read, which nothing reads again); no Scratch. One rank: Copy, then Finalize. count 0: no
 // steps.
+//
+// Positions. The trees are drawn over positions 0..n-1; `TreeParams::order` (empty: the identity)
+// puts rank order[i] at position i, as RingParams::order does for rings, so the topology can put
+// the ranks that share fast links next to each other. double_binary_tree_links and _root speak of
+// positions.
 #pragma once
 
 #include <array>
 #include <cstddef>
+#include <span>
 
 #include "algorithms/schedule.h"
 
 namespace ccl::algo {
 
-struct TreeParams {
-  int nranks = 1;
-  int rank = 0;
-  size_t count = 0;        // elements
-  size_t chunk_elems = 0;  // 0: no chunking
-};
+using TreeParams = ScheduleParams;
 
 // A rank's neighbours in one tree; -1 where there is none. `children` holds the present ones
 // first.
@@ -58,5 +59,19 @@ TreeLinks double_binary_tree_links(int nranks, int rank, int tree);
 int double_binary_tree_root(int nranks, int tree);
 
 Schedule double_binary_tree_allreduce(const TreeParams& params);
+
+// The pipelined up flow through tree 0 over `nranks` positions, shared with tree_rooted.cc (one
+// tree). Chunk c of a flow moves c rounds after chunk 0, so these are the rounds of chunk 0:
+// `child_send[i]` is when child i sends its partial sum to `node` (-1: no such child; the two
+// differ, as both reduce into the same elements) and `ready` when the node's own partial sum is
+// complete (-1 for a leaf, whose Input is complete from the start). Pure, O(log n); `node` must be
+// in [0, nranks) (not checked: the builders' own checks come first).
+struct TreeUpTiming {
+  std::array<int, 2> child_send{-1, -1};
+  int ready = -1;
+};
+TreeUpTiming tree_up_timing(int nranks, int node);
+// Edges from the root (position 0) of tree 0 to `node`. O(log n).
+int tree_depth(int nranks, int node);
 
 }  // namespace ccl::algo

@@ -27,13 +27,7 @@
 
 namespace ccl::algo {
 
-struct RingParams {
-  int nranks = 1;
-  int rank = 0;
-  size_t count = 0;            // elements
-  size_t chunk_elems = 0;      // 0: no chunking
-  std::span<const int> order;  // empty: identity
-};
+using RingParams = ScheduleParams;
 
 Schedule ring_allreduce(const RingParams& params);
 Schedule chain_broadcast(const RingParams& params, int root);

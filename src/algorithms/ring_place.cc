@@ -6,6 +6,16 @@
 
 namespace ccl::algo {
 
+namespace {
+
+// Piece p (any integer: it wraps around) of `range` cut into n.
+Piece piece_of_range(Piece range, int n, long p) {
+  const Piece q = split_even(range.count, n, static_cast<size_t>(((p % n) + n) % n));
+  return Piece{range.offset + q.offset, q.count};
+}
+
+}  // namespace
+
 int RingPlace::position_of(int rank) const {
   if (order.empty()) return rank;
   for (int i = 0; i < n; ++i) {
@@ -42,6 +52,58 @@ RingPlace place_on_ring(const RingParams& p, const char* who) {
     if (r == p.rank) ring.pos = static_cast<int>(i);
   }
   return ring;
+}
+
+void append_ring_reduce_scatter(Schedule& s, const RingPlace& ring, Piece range, Buffer local,
+                                size_t chunk_elems) {
+  const int n = ring.n;
+  if (range.count == 0) return;
+  if (n == 1) {
+    if (local != Buffer::Output) {  // skipped by the executor when in place
+      s.rounds.push_back(Round{{Step{StepKind::Copy, -1, Region{local, range.offset, range.count},
+                                     Region{Buffer::Output, range.offset, range.count}}}});
+    }
+    return;
+  }
+  const auto piece = [&](long p) { return piece_of_range(range, n, p); };
+  const size_t nchunks = chunks_per_piece(split_even(range.count, n, 0).count, chunk_elems);
+  const int next = ring.next(), prev = ring.prev();
+  const long pos = ring.pos;
+  for (int st = 0; st + 1 < n; ++st) {
+    const Piece out_piece = piece(pos - 1 - st), in_piece = piece(pos - 2 - st);
+    const Buffer from = st == 0 ? local : Buffer::Output;
+    for (size_t c = 0; c < nchunks; ++c) {
+      Round round;
+      const Region tx = sub_region(from, out_piece, nchunks, c);
+      if (tx.count != 0) round.steps.push_back(send_step(next, tx));
+      const Region rx_local = sub_region(local, in_piece, nchunks, c);
+      const Region rx_out = sub_region(Buffer::Output, in_piece, nchunks, c);
+      if (rx_out.count != 0) {
+        round.steps.push_back(Step{StepKind::RecvReduce, prev, rx_local, rx_out});
+      }
+      push_nonempty(s, std::move(round));
+    }
+  }
+}
+
+void append_ring_allgather(Schedule& s, const RingPlace& ring, Piece range, size_t chunk_elems) {
+  const int n = ring.n;
+  if (range.count == 0 || n == 1) return;
+  const auto piece = [&](long p) { return piece_of_range(range, n, p); };
+  const size_t nchunks = chunks_per_piece(split_even(range.count, n, 0).count, chunk_elems);
+  const int next = ring.next(), prev = ring.prev();
+  const long pos = ring.pos;
+  for (int st = 0; st + 1 < n; ++st) {
+    const Piece out_piece = piece(pos - st), in_piece = piece(pos - st - 1);
+    for (size_t c = 0; c < nchunks; ++c) {
+      Round round;
+      const Region tx = sub_region(Buffer::Output, out_piece, nchunks, c);
+      if (tx.count != 0) round.steps.push_back(send_step(next, tx));
+      const Region rx = sub_region(Buffer::Output, in_piece, nchunks, c);
+      if (rx.count != 0) round.steps.push_back(recv_step(prev, rx));
+      push_nonempty(s, std::move(round));
+    }
+  }
 }
 
 }  // namespace ccl::algo

@@ -1,6 +1,7 @@
-// Helpers shared by the ring and chain builders (ring.cc, ring_allgatherv.cc, chain_reduce.cc):
-// a rank's place on a ring order, checked once, and the small step constructors. Internal to
-// src/algorithms; not part of any interface.
+// Helpers shared by the ring, chain and tree builders (ring.cc, ring_allgatherv.cc,
+// chain_reduce.cc, double_binary_tree.cc, tree_rooted.cc, hierarchical.cc): a rank's place on a
+// ring order, checked once, the small step constructors, and ring phases over a subset of the
+// ranks. Internal to src/algorithms; not part of any interface.
 #pragma once
 
 #include <span>
@@ -51,5 +52,25 @@ inline Step recv_step(int peer, Region dst) { return Step{StepKind::Recv, peer, 
 inline void push_nonempty(Schedule& s, Round&& round) {
   if (!round.steps.empty()) s.rounds.push_back(std::move(round));
 }
+
+// Ring phases on a sub-range of the vector among the ranks of `ring`, appended to `s`: the pieces
+// of collectives made of several rings (hierarchical.cc). `ring` may hold a subset of the
+// communicator (build the RingPlace directly, `order` listing the member ranks). `range` is cut
+// into ring.n pieces (split_even), piece p belonging to the rank at position p, and each piece into
+// chunks of at most `chunk_elems` (the largest piece's count for all); zero-count chunks exchange
+// nothing and rounds left empty are dropped.
+//
+// Reduce-scatter, n-1 steps: at step st a rank forwards the partial sum of piece pos-1-st and
+// folds its own operand into piece pos-2-st as that arrives, ending with piece pos reduced over
+// the ring in Output (not finalized). The own operand is read from `local`: Input, or Output where
+// an earlier phase left partial sums. Each piece reaches a rank once, so an element of `local` is
+// read before its Output alias is written (in place is correct). One rank: `local` copied into
+// Output (nothing if it is Output). Sends (n-1)/n of the range.
+void append_ring_reduce_scatter(Schedule& s, const RingPlace& ring, Piece range, Buffer local,
+                                size_t chunk_elems);
+// Allgather, n-1 steps: the rank at position p holds piece p of the range in Output; at step st it
+// forwards piece pos-st and receives piece pos-st-1, ending with the whole range. Sends (n-1)/n
+// of the range.
+void append_ring_allgather(Schedule& s, const RingPlace& ring, Piece range, size_t chunk_elems);
 
 }  // namespace ccl::algo

@@ -99,4 +99,12 @@ Piece split_even(size_t count, size_t parts, size_t index) {
   return Piece{offset, base + (index < extra ? 1 : 0)};
 }
 
+Schedule single_rank_reduction(size_t count) {
+  const Region all_out{Buffer::Output, 0, count};
+  Schedule s;
+  s.rounds.push_back(Round{{Step{StepKind::Copy, -1, Region{Buffer::Input, 0, count}, all_out}}});
+  s.rounds.push_back(Round{{Step{StepKind::Finalize, -1, Region{}, all_out}}});
+  return s;
+}
+
 }  // namespace ccl::algo

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -63,5 +64,20 @@ struct Piece {
   size_t count;
 };
 Piece split_even(size_t count, size_t parts, size_t index);
+
+// What every ring, chain and tree builder takes (RingParams and TreeParams are this struct).
+struct ScheduleParams {
+  int nranks = 1;
+  int rank = 0;
+  size_t count = 0;        // elements
+  size_t chunk_elems = 0;  // 0: no chunking
+  // Empty: the identity; else a permutation of 0..nranks-1: position i of the ring or tree holds
+  // rank order[i] (the topology picks it).
+  std::span<const int> order;
+};
+
+// A reduction over one rank: Input copied to Output (the executor skips the copy in place), then
+// the op's final step.
+Schedule single_rank_reduction(size_t count);
 
 }  // namespace ccl::algo

@@ -21,7 +21,7 @@ constexpr size_t kBig = 100003;
 
 std::vector<Schedule> build(int n, size_t count, size_t chunk) {
   return test::for_all_ranks(n, [&](int r) {
-    return double_binary_tree_allreduce(TreeParams{n, r, count, chunk});
+    return double_binary_tree_allreduce(TreeParams{n, r, count, chunk, {}});
   });
 }
 
@@ -136,8 +136,8 @@ TEST(DoubleBinaryTreeShape, RejectsBadArguments) {
   EXPECT_THROW(double_binary_tree_links(4, 0, -1), Error);
   EXPECT_THROW(double_binary_tree_root(0, 0), Error);
   EXPECT_THROW(double_binary_tree_root(4, 2), Error);
-  EXPECT_THROW(double_binary_tree_allreduce(TreeParams{4, -1, 10, 0}), Error);
-  EXPECT_THROW(double_binary_tree_allreduce(TreeParams{0, 0, 10, 0}), Error);
+  EXPECT_THROW(double_binary_tree_allreduce(TreeParams{4, -1, 10, 0, {}}), Error);
+  EXPECT_THROW(double_binary_tree_allreduce(TreeParams{0, 0, 10, 0, {}}), Error);
 }
 
 class DoubleBinaryTree : public ::testing::TestWithParam<int> {};
