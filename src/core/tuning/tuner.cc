@@ -1,0 +1,242 @@
+#include "core/tuning/tuner.h"
+
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <string_view>
+
+#include "core/error.h"
+
+namespace ccl::tune {
+
+namespace {
+
+std::string format_us(double us) {
+  char buf[64];
+  snprintf(buf, sizeof(buf), "%.1f us", us);
+  return buf;
+}
+
+const Shape& checked(const Shape& shape) {
+  check_shape(shape);
+  return shape;
+}
+
+const Figures& checked(const Figures& figures) {
+  check_figures(figures, "tuner figures");
+  return figures;
+}
+
+std::string pair_name(Algorithm a, Protocol p) {
+  return std::string(algorithm_name(a)) + "/" + protocol_name(p);
+}
+
+}  // namespace
+
+Tuner::Tuner(Shape shape, Figures figures, Selection selection)
+    : shape_(checked(shape)),
+      figures_(checked(figures)),
+      selection_(selection),
+      model_(shape_, figures_) {}
+
+Tuner::Ranking Tuner::rank(Collective c, size_t bytes, bool restricted) const {
+  Ranking r;
+  for (Algorithm a : kAlgorithms) {
+    if (restricted && !selection_.allows(c, a)) continue;
+    for (Protocol p : kProtocols) {
+      if (restricted && !selection_.allows(c, p)) continue;
+      const std::optional<double> us = model_.predict_us(c, a, p, bytes);
+      if (!us) continue;
+      const Candidate x{a, p, *us};
+      // Strictly faster only: on a tie the earlier (preferred) pair stays.
+      if (r.count == 0 || x.us < r.best.us) {
+        r.second = r.best;
+        r.best = x;
+      } else if (r.count == 1 || x.us < r.second.us) {
+        r.second = x;
+      }
+      ++r.count;
+    }
+  }
+  return r;
+}
+
+Choice Tuner::choice_of(const Candidate& best, bool fallback) const {
+  Choice choice;
+  choice.algorithm = best.algorithm;
+  choice.protocol = best.protocol;
+  // The direct path has no chunks; Simple selects its two-shot form there.
+  choice.chunk_bytes = best.protocol == Protocol::Simple && best.algorithm != Algorithm::Direct
+                           ? shape_.chunk_bytes
+                           : 0;
+  choice.predicted_us = best.us;
+  choice.fallback = fallback;
+  return choice;
+}
+
+Choice Tuner::choose(Collective c, size_t bytes) const {
+  const Ranking r = rank(c, bytes, true);
+  if (r.count > 0) return choice_of(r.best, false);
+  // Ring/LL is available for every collective, so the unrestricted ranking is never empty.
+  return choice_of(rank(c, bytes, false).best, true);
+}
+
+Choice Tuner::choose_explained(Collective c, size_t bytes) const {
+  Ranking r = rank(c, bytes, true);
+  const bool fallback = r.count == 0;
+  if (fallback) r = rank(c, bytes, false);
+  Choice choice = choice_of(r.best, fallback);
+  std::string why = pair_name(r.best.algorithm, r.best.protocol) + " " + format_us(r.best.us);
+  if (r.count == 1) {
+    why += fallback ? " (the only one available)" : " (the only one allowed and available)";
+  } else {
+    why += r.best.us < r.second.us ? " < " : " = ";
+    why += pair_name(r.second.algorithm, r.second.protocol) + " " + format_us(r.second.us) +
+           " (next best)";
+  }
+  if (fallback) {
+    why = std::string("CCL_ALGO/CCL_PROTO allow nothing available for ") + collective_name(c) +
+          " at " + std::to_string(bytes) + " B; using " + why;
+  }
+  choice.reason = std::move(why);
+  return choice;
+}
+
+std::string Tuner::cost_table(Collective c, size_t bytes) const {
+  const Choice chosen = choose_explained(c, bytes);
+  char line[256];
+  snprintf(line, sizeof(line),
+           "tune %s %zu B: %d ranks on %d host(s) (up to %d per host%s, %s, window %zu B, "
+           "chunk %zu B)\n",
+           collective_name(c), bytes, shape_.nranks, shape_.nhosts, shape_.ranks_per_host,
+           shape_.uniform_hosts ? "" : ", not uniform", shape_.shm ? "shm" : "no shm",
+           shape_.window_bytes, shape_.chunk_bytes);
+  std::string table = line;
+  for (Algorithm a : kAlgorithms) {
+    for (Protocol p : kProtocols) {
+      const char* why = nullptr;
+      const std::optional<double> us = model_.predict_us(c, a, p, bytes, &why);
+      std::string cell;
+      if (!us) {
+        cell = std::string("n/a: ") + why;
+      } else if (!selection_.allows(c, a)) {
+        cell = format_us(*us) + " excluded by CCL_ALGO";
+      } else if (!selection_.allows(c, p)) {
+        cell = format_us(*us) + " excluded by CCL_PROTO";
+      } else {
+        cell = format_us(*us);
+        if (a == chosen.algorithm && p == chosen.protocol) cell += "  <- chosen";
+      }
+      snprintf(line, sizeof(line), "  %-26s %s\n", pair_name(a, p).c_str(), cell.c_str());
+      table += line;
+    }
+  }
+  table += "  choice: " + chosen.reason + "\n";
+  return table;
+}
+
+// ---- the figures file ----
+
+namespace {
+
+struct Key {
+  const char* name;
+  double Figures::*top;        // reduce_gbps
+  LinkFigures Figures::*link;  // or a link's field
+  double LinkFigures::*field;
+  bool is_alpha;
+};
+
+constexpr Key kKeys[] = {
+    {"shm.alpha_us", nullptr, &Figures::shm, &LinkFigures::alpha_us, true},
+    {"shm.beta_gbps", nullptr, &Figures::shm, &LinkFigures::beta_gbps, false},
+    {"net.alpha_us", nullptr, &Figures::net, &LinkFigures::alpha_us, true},
+    {"net.beta_gbps", nullptr, &Figures::net, &LinkFigures::beta_gbps, false},
+    {"direct.alpha_us", nullptr, &Figures::direct, &LinkFigures::alpha_us, true},
+    {"direct.beta_gbps", nullptr, &Figures::direct, &LinkFigures::beta_gbps, false},
+    {"reduce_gbps", &Figures::reduce_gbps, nullptr, nullptr, false},
+};
+constexpr size_t kNumKeys = sizeof(kKeys) / sizeof(kKeys[0]);
+
+double& field_of(Figures& f, const Key& key) {
+  return key.top != nullptr ? f.*(key.top) : (f.*(key.link)).*(key.field);
+}
+
+std::string_view next_token(std::string_view& rest) {
+  const auto blank = [](char ch) { return ch == ' ' || ch == '\t' || ch == '\r'; };
+  while (!rest.empty() && blank(rest.front())) rest.remove_prefix(1);
+  size_t end = 0;
+  while (end < rest.size() && !blank(rest[end])) ++end;
+  const std::string_view token = rest.substr(0, end);
+  rest.remove_prefix(end);
+  return token;
+}
+
+}  // namespace
+
+Figures read_figures_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    throw_error(cclInvalidArgument, "tuner figures file %s: cannot open: %s", path.c_str(),
+                strerror(errno));
+  }
+  Figures figures = default_figures();
+  bool seen[kNumKeys] = {};
+  std::string text;
+  for (int number = 1; std::getline(in, text); ++number) {
+    std::string_view rest = text;
+    rest = rest.substr(0, rest.find('#'));
+    const std::string_view key = next_token(rest);
+    if (key.empty()) continue;
+    const std::string_view value = next_token(rest);
+    const auto fail = [&](const char* what) {
+      throw_error(cclInvalidArgument, "%s:%d: %s in '%s'", path.c_str(), number, what,
+                  text.c_str());
+    };
+    size_t k = 0;
+    while (k < kNumKeys && key != kKeys[k].name) ++k;
+    if (k == kNumKeys) {
+      fail(
+          "unknown key (valid: shm.alpha_us shm.beta_gbps net.alpha_us net.beta_gbps "
+          "direct.alpha_us direct.beta_gbps reduce_gbps)");
+    }
+    if (seen[k]) fail("repeated key");
+    seen[k] = true;
+    if (value.empty()) fail("missing value");
+    if (!next_token(rest).empty()) fail("more than one value");
+    double v = 0;
+    const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+    if (ec != std::errc() || end != value.data() + value.size()) fail("not a number");
+    if (!std::isfinite(v)) fail("not a finite number");
+    if (kKeys[k].is_alpha ? v < 0 : v <= 0) {
+      fail(kKeys[k].is_alpha ? "alpha must be >= 0" : "a bandwidth must be > 0");
+    }
+    field_of(figures, kKeys[k]) = v;
+  }
+  if (in.bad()) {
+    throw_error(cclInvalidArgument, "tuner figures file %s: read error: %s", path.c_str(),
+                strerror(errno));
+  }
+  return figures;
+}
+
+std::string format_figures(const Figures& figures) {
+  std::string out =
+      "# ccl tuner figures: alpha in microseconds per step, beta and reduce in GB/s (1e9 B/s)\n";
+  Figures copy = figures;
+  for (const Key& key : kKeys) {
+    char value[64];
+    // Shortest form that reads back as the same double.
+    const auto result = std::to_chars(value, value + sizeof(value), field_of(copy, key));
+    out += key.name;
+    out += ' ';
+    out.append(value, result.ptr);
+    out += '\n';
+  }
+  return out;
+}
+
+}  // namespace ccl::tune
