@@ -15,7 +15,9 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <vector>
 
+#include "bind.h"
 #include "options.h"
 #include "spawn.h"
 #include "supervisor.h"
@@ -76,6 +78,18 @@ std::string random_secret_hex() {
   return hex;
 }
 
+// mpirun's --report-bindings, in words: which core or NUMA node, and its CPUs.
+void report_binding(BindPolicy policy, int rank, const std::vector<BindUnit>& bindings) {
+  if (bindings.empty()) {
+    fprintf(stderr, "cclrun: rank %d not bound\n", rank);
+    return;
+  }
+  const BindUnit& unit = bindings[rank];
+  fprintf(stderr, "cclrun: rank %d bound to %s %d: cpus %s\n", rank,
+          policy == BindPolicy::kNuma ? "NUMA node" : "core", unit.index,
+          format_cpu_list(unit.cpus).c_str());
+}
+
 void set_nonblocking(int fd) { fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK); }
 
 int run_main(int argc, char** argv) {
@@ -93,6 +107,13 @@ int run_main(int argc, char** argv) {
   if (int code = check_program(options.command[0], &error); code != 0) {
     fprintf(stderr, "cclrun: %s\n", error.c_str());
     return code;
+  }
+
+  // Binding is planned here, with hwloc, before any fork; a child only applies its mask.
+  std::vector<BindUnit> bindings;
+  if (!plan_bindings(options.bind, options.nranks, &bindings, &error)) {
+    fprintf(stderr, "cclrun: %s\n", error.c_str());
+    return 2;
   }
 
   // The supervisor takes every signal it cares about through a signalfd.
@@ -164,6 +185,8 @@ int run_main(int argc, char** argv) {
     } else {
       setup.stdin_fd = dev_null;  // one reader of the terminal, like mpirun
     }
+    if (!bindings.empty()) setup.affinity = make_affinity_mask(bindings[rank].cpus);
+    if (options.report_bindings) report_binding(options.bind, rank, bindings);
     setup.signal_mask = original_mask;
     setup.nofile_limit = nofile;
     int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1};

@@ -35,7 +35,8 @@ bool parse_seconds(const std::string& text, double* out) {
 
 const char* usage_text() {
   return "usage: cclrun -np N [--tag-output] [-x VAR[=VALUE]]... [--grace SECONDS]\n"
-         "              [--timeout SECONDS] PROGRAM [ARGS...]\n"
+         "              [--timeout SECONDS] [--bind core|numa|none] [--report-bindings]\n"
+         "              PROGRAM [ARGS...]\n"
          "\n"
          "Starts N ranks of PROGRAM on this machine, ready for cclCommInitFromEnv.\n"
          "\n"
@@ -46,6 +47,12 @@ const char* usage_text() {
          "  --grace SECONDS      after a rank fails, how long the others may take to exit on\n"
          "                       their own before SIGTERM (default 5; SIGKILL 2 s later)\n"
          "  --timeout SECONDS    kill every rank after this long and exit with 124\n"
+         "  --bind core|numa|none\n"
+         "                       pin local rank i to core i mod C (all its hardware\n"
+         "                       threads) or to NUMA node i mod M, counting only the CPUs\n"
+         "                       cclrun itself may use; default none; needs hwloc\n"
+         "                       (--bind-to is the same)\n"
+         "  --report-bindings    print each rank's binding on standard error\n"
          "  -h, --help           print this text\n"
          "\n"
          "Each rank gets CCL_RANK, CCL_WORLD_SIZE, CCL_LOCAL_RANK, CCL_LOCAL_SIZE, CCL_COMM_ID,\n"
@@ -124,6 +131,14 @@ bool parse_options(int argc, char** argv, Options* options, std::string* error) 
         *error = "--timeout '" + value + "': expected a number of seconds > 0";
         return false;
       }
+    } else if (name == "--bind" || name == "--bind-to") {
+      if (!take_value()) return false;
+      if (!parse_bind_policy(value, &options->bind)) {
+        *error = name + " '" + value + "': expected core, numa or none";
+        return false;
+      }
+    } else if (name == "--report-bindings" && !inline_value) {
+      options->report_bindings = true;
     } else {
       *error = "unknown option '" + arg + "'";
       return false;

@@ -1,10 +1,12 @@
 // cclrun's command line: cclrun -np N [--tag-output] [-x VAR[=VALUE]]... [--grace S]
-// [--timeout S] PROGRAM ARGS...
+// [--timeout S] [--bind core|numa|none] [--report-bindings] PROGRAM ARGS...
 #pragma once
 
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "bind.h"
 
 namespace ccl::cclrun {
 
@@ -19,6 +21,10 @@ struct Options {
   double timeout_seconds = 0.0;      // 0: none
   std::vector<std::string> command;  // PROGRAM ARGS...
   bool help = false;
+
+  // --bind and --report-bindings (each rank's binding printed on stderr, as mpirun does).
+  BindPolicy bind = BindPolicy::kNone;
+  bool report_bindings = false;
 };
 
 // Returns false with a one-line reason in *error on bad usage.

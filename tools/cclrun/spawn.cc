@@ -57,6 +57,12 @@ pid_t spawn_child(const ChildSetup& setup) {
   // Child. A rank must never outlive cclrun: if cclrun is killed (even by SIGKILL) the kernel
   // kills the rank. getppid() closes the race where cclrun died before prctl ran.
   if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(127);
+  if (apply_affinity(setup.affinity) != 0) {
+    int err = errno;
+    dprintf(STDERR_FILENO, "cclrun: cannot bind %s: sched_setaffinity: %s\n", argv[0],
+            strerror(err));
+    _exit(126);
+  }
   if (setup.stdin_fd >= 0) dup2(setup.stdin_fd, STDIN_FILENO);
   if (setup.stdout_fd >= 0) dup2(setup.stdout_fd, STDOUT_FILENO);
   if (setup.stderr_fd >= 0) dup2(setup.stderr_fd, STDERR_FILENO);

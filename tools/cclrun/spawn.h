@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "bind.h"
+
 namespace ccl::cclrun {
 
 using EnvList = std::vector<std::pair<std::string, std::string>>;
@@ -28,6 +30,7 @@ struct ChildSetup {
   int inherit_fd = -1;    // left open across exec (the listening socket for rank 0)
   sigset_t signal_mask;   // restored in the child (cclrun blocks the signals it handles)
   rlimit nofile_limit{};  // restored in the child (cclrun may raise its own)
+  AffinityMask affinity;  // --bind: applied in the child before exec; empty: inherit cclrun's
 };
 
 // Returns the child's pid, or -1 with errno set if fork failed. If exec fails the child prints

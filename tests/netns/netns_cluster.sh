@@ -1,0 +1,172 @@
+#!/usr/bin/env bash
+# shellcheck disable=SC2317  # the cleanup functions run from traps
+# A small "cluster" on one machine: H network namespaces (the nodes), each joined by a veth pair
+# to a Linux bridge that lives in its own extra namespace, and H*L ranks of PROGRAM started in
+# them with the variables cclCommInitFromEnv reads. Ranks on one node share memory (same
+# CCL_HOSTID); ranks on different nodes only see each other through tcp over the bridge.
+#
+#   netns_cluster.sh --nodes H --ranks-per-node L [--timeout S] [--placement block|cyclic]
+#                    -- PROGRAM ARGS...
+#
+# Exit status: 0 every rank passed, 1 a rank failed (or bad usage: 2), 124 timeout,
+# 77 cannot run here (not root, no `ip netns`, namespaces cannot be made).
+#
+# Nothing in the root namespace is touched: the veth pairs are created inside the bridge's
+# namespace and their node ends moved straight into the node namespaces. Every namespace made
+# here (and with it every link) is removed on any exit, including SIGINT and SIGTERM.
+set -u
+
+usage() {
+  echo "usage: $0 --nodes H --ranks-per-node L [--timeout S] [--placement block|cyclic]" \
+    "-- PROGRAM ARGS..." >&2
+  exit 2
+}
+
+nodes=0
+per_node=0
+timeout_s=300
+placement=block
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --nodes) [ $# -ge 2 ] || usage; nodes=$2; shift 2 ;;
+    --ranks-per-node) [ $# -ge 2 ] || usage; per_node=$2; shift 2 ;;
+    --timeout) [ $# -ge 2 ] || usage; timeout_s=$2; shift 2 ;;
+    --placement) [ $# -ge 2 ] || usage; placement=$2; shift 2 ;;
+    --) shift; break ;;
+    *) echo "$0: unknown option '$1'" >&2; usage ;;
+  esac
+done
+[ $# -ge 1 ] || { echo "$0: PROGRAM is missing" >&2; usage; }
+case "$nodes" in 2|3|4) ;; *) echo "$0: --nodes must be 2..4" >&2; usage ;; esac
+case "$per_node" in [1-9]|1[0-6]) ;; *) echo "$0: --ranks-per-node must be 1..16" >&2; usage ;; esac
+case "$timeout_s" in ''|*[!0-9]*|0) echo "$0: --timeout must be a whole number > 0" >&2; usage ;; esac
+case "$placement" in block|cyclic) ;; *) echo "$0: --placement must be block or cyclic" >&2; usage ;; esac
+
+skip() {
+  echo "SKIP: $*" >&2
+  exit 77
+}
+[ "$(id -u)" = 0 ] || skip "network namespaces need root (uid $(id -u))"
+command -v ip >/dev/null 2>&1 || skip "no 'ip' command (iproute2)"
+ip netns list >/dev/null 2>&1 || skip "'ip netns' does not work here"
+
+# Unique per run, so parallel runs (and a leftover of a killed one) never collide.
+tag="cclns$$"
+bridge_ns="${tag}-br"
+node_ns=()
+made_ns=()
+rank_pids=()
+# A private 10.x.y.0/24 per run. Each run has its own bridge namespace, so even equal ranges
+# would not meet; distinct ones just make logs of parallel runs easier to tell apart.
+net="10.$(( ($$ >> 8) % 250 + 1 )).$(( $$ % 256 ))"
+port=$(( 20000 + RANDOM % 20000 ))
+secret=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
+
+# Kills whatever still runs inside our namespaces (ranks and anything they started).
+kill_namespaces() {
+  local sig=$1 ns pid
+  for ns in "${made_ns[@]}"; do
+    for pid in $(ip netns pids "$ns" 2>/dev/null); do kill "-$sig" "$pid" 2>/dev/null; done
+  done
+}
+
+cleanup() {
+  trap - EXIT INT TERM HUP
+  local pid i ns
+  for pid in "${rank_pids[@]}"; do kill -TERM "$pid" 2>/dev/null; done
+  kill_namespaces TERM
+  # Up to 5 s for the ranks to go, then SIGKILL.
+  for ((i = 0; i < 50; ++i)); do
+    local alive=0
+    for ns in "${made_ns[@]}"; do
+      [ -n "$(ip netns pids "$ns" 2>/dev/null)" ] && alive=1
+    done
+    [ "$alive" = 0 ] && break
+    sleep 0.1
+  done
+  kill_namespaces KILL
+  for ns in "${made_ns[@]}"; do ip netns delete "$ns" 2>/dev/null; done
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+trap 'exit 129' HUP
+
+add_ns() {
+  local err
+  err=$(ip netns add "$1" 2>&1) || { echo "$err" >&2; return 1; }
+  made_ns+=("$1")
+  ip -n "$1" link set lo up
+}
+
+add_ns "$bridge_ns" || skip "cannot create a network namespace"
+ip -n "$bridge_ns" link add br0 type bridge || skip "cannot create a bridge"
+ip -n "$bridge_ns" link set br0 up || exit 1
+for ((k = 0; k < nodes; ++k)); do
+  ns="${tag}-n$k"
+  add_ns "$ns" || exit 1
+  node_ns+=("$ns")
+  # Created in the bridge's namespace, the node end moved straight into the node's.
+  ip -n "$bridge_ns" link add "vb$k" type veth peer name "veth$k" netns "$ns" ||
+    skip "cannot create a veth pair"
+  ip -n "$bridge_ns" link set "vb$k" master br0 up || exit 1
+  ip -n "$ns" addr add "$net.$((k + 1))/24" dev "veth$k" || exit 1
+  ip -n "$ns" link set "veth$k" up || exit 1
+done
+
+# Wait (bounded) for the links to come up: a rank connecting before that would fail for the
+# wrong reason.
+for ((k = 0; k < nodes; ++k)); do
+  for ((i = 0; i < 50; ++i)); do
+    ip -n "${node_ns[$k]}" -br link show "veth$k" | grep -q "LOWER_UP" && break
+    sleep 0.1
+  done
+done
+
+world=$((nodes * per_node))
+root_addr="$net.1"
+echo "netns_cluster: $nodes nodes x $per_node ranks ($placement), rendezvous $root_addr:$port" >&2
+for ((r = 0; r < world; ++r)); do
+  if [ "$placement" = block ]; then
+    k=$((r / per_node)); local_rank=$((r % per_node))
+  else
+    k=$((r % nodes)); local_rank=$((r / nodes))
+  fi
+  # A subshell per rank: its status is the program's (pipefail; sed exits 0), its output goes
+  # through sed for the "[r] " prefix.
+  (
+    set -o pipefail
+    ip netns exec "${node_ns[$k]}" env -u CCL_BOOTSTRAP_LISTEN_FD \
+      CCL_COMM_ID="$root_addr:$port" CCL_COMM_SECRET="$secret" \
+      CCL_RANK=$r CCL_WORLD_SIZE=$world CCL_LOCAL_RANK=$local_rank CCL_LOCAL_SIZE="$per_node" \
+      CCL_HOSTID="netns-node$k-$$" CCL_SOCKET_IFNAME="veth$k" \
+      "$@" 2>&1 </dev/null | sed -u "s/^/[$r] /"
+  ) &
+  rank_pids+=($!)
+done
+
+# Poll every 0.1 s until every rank has exited, one fails, or the time is up.
+remaining=$world
+declare -A done_rank=()
+deadline=$((SECONDS + timeout_s))
+while [ $remaining -gt 0 ]; do
+  if [ $SECONDS -ge $deadline ]; then
+    echo "netns_cluster: timeout after $timeout_s s; killing all ranks" >&2
+    exit 124
+  fi
+  for ((r = 0; r < world; ++r)); do
+    [ -n "${done_rank[$r]:-}" ] && continue
+    kill -0 "${rank_pids[$r]}" 2>/dev/null && continue
+    wait "${rank_pids[$r]}"
+    rc=$?
+    done_rank[$r]=1
+    remaining=$((remaining - 1))
+    if [ $rc -ne 0 ]; then
+      echo "netns_cluster: rank $r exited with status $rc; killing the others" >&2
+      exit 1
+    fi
+  done
+  sleep 0.1
+done
+echo "netns_cluster: all $world ranks passed" >&2
+exit 0
