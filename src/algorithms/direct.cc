@@ -104,7 +104,8 @@ const std::byte* DirectCollectives::own_contribution(const std::byte* in, const 
 }
 
 void DirectCollectives::all_reduce(const void* input, void* output, size_t count, const ExecOp& op,
-                                   Deadline deadline, const OpLabel& what) {
+                                   Deadline deadline, const OpLabel& what,
+                                   std::optional<bool> one_shot) {
   const size_t es = op.elem_size;
   const size_t bytes = count * es;
   const unsigned p = begin(deadline, what);
@@ -115,7 +116,8 @@ void DirectCollectives::all_reduce(const void* input, void* output, size_t count
   auto* out = static_cast<std::byte*>(output);
   std::byte* mine = window_->mailbox(me, p, bytes);
 
-  if (bytes <= oneshot_max_ || n == 1) {
+  if (one_shot.value_or(bytes <= oneshot_max_) || bytes <= transport::SharedWindow::kInlineBytes ||
+      n == 1) {
     memcpy(mine, in, bytes);
     window_->publish(p, mark(s, 0));
     await_all(p, mark(s, 0), deadline, what);

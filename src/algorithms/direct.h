@@ -15,15 +15,16 @@
 //     that read this rank's parity-p mailbox. (Inside an allreduce this always holds already.)
 // Allreduce: one-shot (every rank reduces the whole vector, reading all mailboxes) for small
 // messages; two-shot (rank r reduces chunk r into its mailbox, then everyone gathers the chunks)
-// above `oneshot_max`. Broadcast: the root copies its data into its mailbox piece by piece
-// and the others copy each piece out as soon as it is there, so the two copies overlap.
-// Every rank adds the contributions in rank order 0, 1, ..., n-1, so all
-// ranks get bit-identical results, as with the ring.
+// above `oneshot_max` (or as the caller says). Broadcast: the root copies its data into its mailbox
+// piece by piece and the others copy each piece out as soon as it is there, so the two copies
+// overlap. Every rank adds the contributions in rank order 0, 1, ..., n-1, so all ranks get
+// bit-identical results, as with the ring.
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 #include "algorithms/executor.h"
 #include "core/deadline.h"
@@ -55,8 +56,10 @@ class DirectCollectives {
   // The largest message (bytes) these collectives take.
   size_t max_bytes() const { return window_->capacity(); }
 
+  // `one_shot` is the caller's choice (the tuner's protocol); unset, one-shot up to
+  // `oneshot_max`. A message within the inline area is always one-shot.
   void all_reduce(const void* input, void* output, size_t count, const ExecOp& op,
-                  Deadline deadline, const OpLabel& what);
+                  Deadline deadline, const OpLabel& what, std::optional<bool> one_shot = {});
   void broadcast(const void* input, void* output, size_t bytes, int root, Deadline deadline,
                  const OpLabel& what);
   void barrier(Deadline deadline, const OpLabel& what);

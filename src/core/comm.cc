@@ -28,17 +28,21 @@ std::string random_tag() {
   return hex;
 }
 
-std::string encode_peer(const transport::PeerInfo& p) {
-  return p.host_id + "\n" + std::to_string(p.pid);
+// A rank's record at the rendezvous: host id, pid and locality key, a line each.
+std::string encode_peer(const transport::PeerInfo& p, const topo::RankPlace& place) {
+  return p.host_id + "\n" + std::to_string(p.pid) + "\n" + encode_locality(place.locality);
 }
 
-transport::PeerInfo decode_peer(int rank, const std::string& text) {
+transport::PeerInfo decode_peer(int rank, const std::string& text, topo::RankPlace* place) {
   transport::PeerInfo p;
   p.rank = rank;
-  size_t nl = text.find('\n');
-  if (nl == std::string::npos) throw_error(cclInternalError, "bad peer record of rank %d", rank);
+  const size_t nl = text.find('\n');
+  const size_t nl2 = nl == std::string::npos ? nl : text.find('\n', nl + 1);
+  if (nl2 == std::string::npos) throw_error(cclInternalError, "bad peer record of rank %d", rank);
   p.host_id = text.substr(0, nl);
   p.pid = atoi(text.c_str() + nl + 1);
+  place->host = p.host_id;
+  place->locality = decode_locality(text.substr(nl2 + 1));
   return p;
 }
 
@@ -50,7 +54,6 @@ Communicator::Communicator(const CommOptions& options)
   if (chunk <= 0) chunk = config_int("CCL_BUFFSIZE") / 4;
   // Chunks are multiples of 64 bytes, so every chunk of every datatype starts element-aligned.
   chunk_bytes_ = std::max<int64_t>(64, chunk / 64 * 64);
-  recursive_doubling_max_ = static_cast<size_t>(config_int("CCL_RECURSIVE_DOUBLING_MAX"));
 }
 
 Communicator::~Communicator() = default;
@@ -65,11 +68,12 @@ std::shared_ptr<Communicator> Communicator::create(const CommOptions& options, S
     if (transport::SharedWindow* window = t->shared_window()) {
       comm->direct_ = std::make_unique<algo::DirectCollectives>(
           window, comm->wait_policy_, &comm->abort_,
-          static_cast<size_t>(config_int("CCL_SHM_ONESHOT_MAX")));
+          0 /* one-shot or two-shot: the tuner chooses */);
       CCL_INFO(kInit, "rank %d: direct collectives over the %s window up to %zu bytes",
                options.rank, t->name(), window->capacity());
     }
   }
+  comm->setup_tuner();
   CCL_INFO(kInit, "communicator %s rank %d of %d ready", options.name.c_str(), options.rank,
            options.nranks);
   return comm;
@@ -89,10 +93,19 @@ void Communicator::connect_peers(Store& store) {
   ctx.comm_tag = to_string(store.get("comm_tag", deadline));
 
   transport::PeerInfo self{rank_, host_id(), static_cast<int>(getpid())};
-  store.set("peer/" + std::to_string(rank_), to_bytes(encode_peer(self)));
+  store.set("peer/" + std::to_string(rank_),
+            to_bytes(encode_peer(self, local_place(self.host_id))));
   ctx.peers.resize(nranks_);
+  std::vector<topo::RankPlace> places(nranks_);
   for (int r = 0; r < nranks_; ++r) {
-    ctx.peers[r] = decode_peer(r, to_string(store.get("peer/" + std::to_string(r), deadline)));
+    ctx.peers[r] =
+        decode_peer(r, to_string(store.get("peer/" + std::to_string(r), deadline)), &places[r]);
+  }
+  layout_ = CommLayout::build(places);
+  if (!layout_.ring_order.empty()) {
+    std::string order;
+    for (int r : layout_.ring_order) order += " " + std::to_string(r);
+    CCL_INFO(kTopo, "rank %d: ring order%s", rank_, order.c_str());
   }
 
   links_.connection.assign(nranks_, nullptr);
@@ -116,6 +129,7 @@ void Communicator::connect_peers(Store& store) {
     local_ranks_ += same_host;
     (same_host && !shm_disabled ? shm_peers : tcp_peers).push_back(r);
   }
+  local_shm_ = options_.loopback != nullptr || !shm_disabled;
   if (options_.loopback) {
     if (!all_peers.empty())
       attach(transport::make_loopback_transport(options_.loopback, rank_), all_peers);

@@ -7,20 +7,24 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <span>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "algorithms/direct.h"
+#include "algorithms/double_binary_tree.h"
 #include "algorithms/executor.h"
 #include "algorithms/point_to_point.h"
 #include "algorithms/ring.h"
 #include "algorithms/schedule.h"
 #include "ccl/ccl.h"
 #include "core/bootstrap/store.h"
+#include "core/comm_layout.h"
 #include "core/deadline.h"
 #include "core/reduction_ops.h"
+#include "core/tuning/tuner.h"
 #include "transport/transport.h"
 
 namespace ccl {
@@ -84,6 +88,8 @@ class Communicator {
   void queued_end();
 
   ReductionOps& reduction_ops() { return reduction_ops_; }
+  const CommLayout& layout() const { return layout_; }
+  const tune::Tuner& tuner() const { return *tuner_; }
 
   // Abort: every wait of this communicator returns RemoteError promptly; safe from any thread.
   void abort();
@@ -103,6 +109,13 @@ class Communicator {
   Communicator(const CommOptions& options);
   void connect_peers(Store& store);
   void choose_wait_policy();  // from CCL_SPIN_US/CCL_YIELD_US and whether ranks outnumber cores
+  // The tuner (comm_tuning.cc): figures from CCL_TUNER_FILE or a probe, rank 0's for everyone.
+  void setup_tuner();
+  tune::Figures probe_figures(const tune::Shape& shape);
+  void share_figures(tune::Figures* figures);
+  // The tuner's choice for one operation, logged with its cost table under TUNE (once per
+  // collective and size) and with a warning when CCL_ALGO/CCL_PROTO allowed nothing.
+  tune::Choice plan(tune::Collective collective, size_t bytes);
   void check_usable(const char* what) const;
   // Runs `schedule` with the scratch it asks for (the caller holds op_mutex_); `what` names it.
   void execute(const algo::Schedule& schedule, const void* input, void* output,
@@ -112,10 +125,19 @@ class Communicator {
   void run_op(const char* what, Body&& body);
   // The direct (shared-window) path takes this operation of `bytes`.
   bool direct_fits(size_t bytes) const { return direct_ && bytes <= direct_->max_bytes(); }
-  const algo::Schedule& cached(int kind, size_t count, int root, size_t elem_size);
+  // The schedule of `kind` (comm_collectives.cc) built with `choice`'s algorithm and chunking,
+  // cached per shape.
+  const algo::Schedule& cached(int kind, const tune::Choice& choice, size_t count, int root,
+                               size_t elem_size);
   void* scratch(size_t bytes);  // executor scratch of at least `bytes`
-  // A ring or chain builder's parameters for `count` elements of `elem_size` bytes.
-  algo::RingParams ring_params(size_t count, size_t elem_size) const;
+  // A builder's parameters for `count` elements of `elem_size` bytes, in chunks of `chunk_bytes`
+  // (0: none), over positions in `order`
+  // `order`: the layout's ring or tree order.
+  algo::ScheduleParams ring_params(size_t count, size_t elem_size, size_t chunk_bytes) const {
+    return schedule_params(count, elem_size, chunk_bytes, layout_.ring_order);
+  }
+  algo::ScheduleParams schedule_params(size_t count, size_t elem_size, size_t chunk_bytes,
+                                       std::span<const int> order) const;
   // Allreduce (root -1) or reduce to `root`, as operation `what`; the caller holds op_mutex_.
   void reduce_to(const void* sendbuff, void* recvbuff, size_t count, cclDataType_t type,
                  cclRedOp_t op, int root, const char* what);
@@ -131,8 +153,13 @@ class Communicator {
   CommOptions options_;
   algo::WaitPolicy wait_policy_;
   size_t chunk_bytes_ = 0;
-  size_t recursive_doubling_max_ = 0;  // allreduce bytes up to which recursive doubling is used
-  int local_ranks_ = 1;                // ranks on this host, this one included
+  int local_ranks_ = 1;     // ranks on this host, this one included
+  bool local_shm_ = false;  // the ranks of a host talk over shared memory (or loopback)
+  CommLayout layout_;
+  std::unique_ptr<tune::Tuner> tuner_;
+  std::mutex tune_log_mutex_;
+  std::set<std::pair<int, size_t>> tune_logged_;  // (collective, bytes) whose choice was logged
+  std::atomic<uint32_t> fallback_warned_{0};      // bit c: collective c's fallback was logged
   AbortFlag abort_{false};
   std::atomic<bool> destroyed_{false};
   std::atomic<cclResult_t> async_error_{cclSuccess};
@@ -143,7 +170,8 @@ class Communicator {
   std::unique_ptr<algo::Executor> executor_;
   std::unique_ptr<algo::DirectCollectives> direct_;  // when every rank shares memory
   std::mutex op_mutex_;                              // one operation at a time on a communicator
-  std::map<std::tuple<int, size_t, int, size_t>, algo::Schedule> schedules_;
+  // (kind, algorithm, chunk bytes, count, root, element size) -> schedule
+  std::map<std::tuple<int, int, size_t, size_t, int, size_t>, algo::Schedule> schedules_;
   std::vector<std::byte> scratch_;
   std::vector<std::byte> staging_;  // PreMulSum's scaled input, in-place all-to-all's copy
   ReductionOps reduction_ops_;

@@ -6,9 +6,12 @@
 
 #include "algorithms/alltoall.h"
 #include "algorithms/chain_reduce.h"
+#include "algorithms/hierarchical.h"
+#include "algorithms/rabenseifner.h"
 #include "algorithms/recursive_doubling.h"
 #include "algorithms/reduce/reduce.h"
 #include "algorithms/ring.h"
+#include "algorithms/tree_rooted.h"
 #include "core/comm.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -17,9 +20,9 @@ namespace ccl {
 
 namespace {
 
+// The schedules a communicator runs; with the tuner's algorithm they key the cache.
 enum ScheduleKind {
   kAllReduce,
-  kAllReduceRecursiveDoubling,
   kBroadcast,
   kBarrier,
   kReduce,
@@ -27,6 +30,9 @@ enum ScheduleKind {
   kReduceScatter,
   kAlltoAll,
 };
+
+// Collectives the tuner does not choose for (all-to-all, barrier): one schedule each.
+tune::Choice untuned() { return tune::Choice{}; }
 
 algo::ExecOp copy_op(cclDataType_t type) {
   algo::ExecOp exec;
@@ -55,31 +61,53 @@ void Communicator::begin_op(const char* what) {
   ++sequence_;
 }
 
-const algo::Schedule& Communicator::cached(int kind, size_t count, int root, size_t elem_size) {
-  auto key = std::make_tuple(kind, count, root, elem_size);
+const algo::Schedule& Communicator::cached(int kind, const tune::Choice& choice, size_t count,
+                                           int root, size_t elem_size) {
+  using tune::Algorithm;
+  const auto key = std::make_tuple(kind, static_cast<int>(choice.algorithm), choice.chunk_bytes,
+                                   count, root, elem_size);
   auto it = schedules_.find(key);
   if (it != schedules_.end()) return it->second;
   if (schedules_.size() >= 256) schedules_.clear();  // bounded memory for sweeping sizes
-  const algo::RingParams params = ring_params(count, elem_size);
+  const algo::RingParams ring = ring_params(count, elem_size, choice.chunk_bytes);
+  const algo::TreeParams tree =
+      schedule_params(count, elem_size, choice.chunk_bytes, layout_.tree_order);
+  const bool by_tree = choice.algorithm == Algorithm::Tree;
   algo::Schedule schedule;
   switch (kind) {
     case kAllReduce:
-      schedule = algo::ring_allreduce(params);
-      break;
-    case kAllReduceRecursiveDoubling:
-      schedule = algo::recursive_doubling_allreduce(nranks_, rank_, count);
+      switch (choice.algorithm) {
+        case Algorithm::Tree:
+          schedule = algo::double_binary_tree_allreduce(tree);
+          break;
+        case Algorithm::RecursiveDoubling:
+          schedule = algo::recursive_doubling_allreduce(nranks_, rank_, count);
+          break;
+        case Algorithm::Rabenseifner:
+          schedule = algo::rabenseifner_allreduce(nranks_, rank_, count);
+          break;
+        case Algorithm::Hierarchical: {
+          algo::HierarchicalParams params{nranks_, rank_, count, ring.chunk_elems,
+                                          layout_.host_of_rank};
+          schedule = algo::hierarchical_allreduce(params);
+          break;
+        }
+        default:
+          schedule = algo::ring_allreduce(ring);
+          break;
+      }
       break;
     case kBroadcast:
-      schedule = algo::chain_broadcast(params, root);
+      schedule = by_tree ? algo::tree_broadcast(tree, root) : algo::chain_broadcast(ring, root);
       break;
     case kReduce:
-      schedule = algo::chain_reduce(params, root);
+      schedule = by_tree ? algo::tree_reduce(tree, root) : algo::chain_reduce(ring, root);
       break;
     case kAllGather:
-      schedule = algo::ring_allgather(params);
+      schedule = algo::ring_allgather(ring);
       break;
     case kReduceScatter:
-      schedule = algo::ring_reduce_scatter(params);
+      schedule = algo::ring_reduce_scatter(ring);
       break;
     case kAlltoAll:
       schedule = algo::pairwise_alltoall(nranks_, rank_, count);
@@ -91,12 +119,15 @@ const algo::Schedule& Communicator::cached(int kind, size_t count, int root, siz
   return schedules_.emplace(key, std::move(schedule)).first->second;
 }
 
-algo::RingParams Communicator::ring_params(size_t count, size_t elem_size) const {
-  algo::RingParams params;
+algo::ScheduleParams Communicator::schedule_params(size_t count, size_t elem_size,
+                                                   size_t chunk_bytes,
+                                                   std::span<const int> order) const {
+  algo::ScheduleParams params;
   params.nranks = nranks_;
   params.rank = rank_;
   params.count = count;
-  params.chunk_elems = chunk_bytes_ / elem_size;
+  params.chunk_elems = chunk_bytes / elem_size;
+  params.order = order;
   return params;
 }
 
@@ -166,20 +197,21 @@ void Communicator::reduce_to(const void* sendbuff, void* recvbuff, size_t count,
   const algo::ExecOp& exec = reduction.exec;
   const void* input = reduction_input(reduction, sendbuff, count);
   const size_t bytes = count * exec.elem_size;
-  if (direct_fits(bytes)) {
+  const tune::Choice choice =
+      plan(root < 0 ? tune::Collective::AllReduce : tune::Collective::Reduce, bytes);
+  if (choice.algorithm == tune::Algorithm::Direct) {
     // Through shared memory every rank reducing costs no more than one rank doing it: a reduce
     // is an allreduce whose non-roots drop the result into scratch.
     void* output = root < 0 || rank_ == root ? recvbuff : scratch(bytes);
+    const bool one_shot = choice.protocol == tune::Protocol::LL;
     return run_op(root < 0 ? "allreduce" : "reduce",
                   [&](Deadline deadline, const algo::OpLabel& name) {
-                    direct_->all_reduce(input, output, count, exec, deadline, name);
+                    direct_->all_reduce(input, output, count, exec, deadline, name, one_shot);
                   });
   }
-  if (root >= 0) {
-    return execute(cached(kReduce, count, root, exec.elem_size), input, recvbuff, exec, "reduce");
-  }
-  const int kind = bytes <= recursive_doubling_max_ ? kAllReduceRecursiveDoubling : kAllReduce;
-  execute(cached(kind, count, -1, exec.elem_size), input, recvbuff, exec, "allreduce");
+  const int kind = root < 0 ? kAllReduce : kReduce;
+  execute(cached(kind, choice, count, root, exec.elem_size), input, recvbuff, exec,
+          root < 0 ? "allreduce" : "reduce");
 }
 
 void Communicator::broadcast(const void* sendbuff, void* recvbuff, size_t count, cclDataType_t type,
@@ -189,7 +221,11 @@ void Communicator::broadcast(const void* sendbuff, void* recvbuff, size_t count,
   if (count == 0) return;
   const algo::ExecOp exec = copy_op(type);
   const size_t bytes = count * exec.elem_size;
-  if (direct_ && bytes >= algo::DirectCollectives::kRegisteredBroadcastMin) {
+  const tune::Choice choice = plan(tune::Collective::Broadcast, bytes);
+  // Registered buffers (cclMemAlloc) take one copy per byte, whatever the size: the tuner's
+  // choice is only asked to allow the direct path.
+  if (direct_ && bytes >= algo::DirectCollectives::kRegisteredBroadcastMin &&
+      tuner_->selection().allows(tune::Collective::Broadcast, tune::Algorithm::Direct)) {
     bool done = false;
     run_op("broadcast", [&](Deadline deadline, const algo::OpLabel& name) {
       done = direct_->broadcast_registered(sendbuff, recvbuff, bytes, root, deadline, name);
@@ -200,12 +236,13 @@ void Communicator::broadcast(const void* sendbuff, void* recvbuff, size_t count,
       return;
     }
   }
-  if (direct_fits(bytes)) {
+  if (choice.algorithm == tune::Algorithm::Direct) {
     return run_op("broadcast", [&](Deadline deadline, const algo::OpLabel& name) {
       direct_->broadcast(sendbuff, recvbuff, bytes, root, deadline, name);
     });
   }
-  execute(cached(kBroadcast, count, root, exec.elem_size), sendbuff, recvbuff, exec, "broadcast");
+  execute(cached(kBroadcast, choice, count, root, exec.elem_size), sendbuff, recvbuff, exec,
+          "broadcast");
 }
 
 void Communicator::all_gather(const void* sendbuff, void* recvbuff, size_t sendcount,
@@ -215,12 +252,14 @@ void Communicator::all_gather(const void* sendbuff, void* recvbuff, size_t sendc
   if (sendcount == 0) return;
   const algo::ExecOp exec = copy_op(type);
   const size_t bytes = sendcount * exec.elem_size;
-  if (direct_fits(bytes)) {
+  const tune::Choice choice = plan(tune::Collective::AllGather, bytes);
+  if (choice.algorithm == tune::Algorithm::Direct) {
     return run_op("allgather", [&](Deadline deadline, const algo::OpLabel& name) {
       direct_->all_gather(sendbuff, recvbuff, bytes, deadline, name);
     });
   }
-  execute(cached(kAllGather, sendcount, -1, exec.elem_size), sendbuff, recvbuff, exec, "allgather");
+  execute(cached(kAllGather, choice, sendcount, -1, exec.elem_size), sendbuff, recvbuff, exec,
+          "allgather");
 }
 
 void Communicator::all_gather_v(const void* sendbuff, void* recvbuff,
@@ -229,7 +268,8 @@ void Communicator::all_gather_v(const void* sendbuff, void* recvbuff,
   std::lock_guard<std::mutex> lock(op_mutex_);
   begin_op("cclAllGatherV");
   const algo::ExecOp exec = copy_op(type);
-  execute(algo::ring_allgatherv(ring_params(counts[rank_], exec.elem_size), counts, displs),
+  execute(algo::ring_allgatherv(ring_params(counts[rank_], exec.elem_size, chunk_bytes_), counts,
+                                displs),
           sendbuff, recvbuff, exec, "allgatherv");
 }
 
@@ -240,7 +280,9 @@ void Communicator::reduce_scatter(const void* sendbuff, void* recvbuff, size_t r
   if (recvcount == 0) return;
   const Reduction reduction = reduction_ops_.resolve(op, type, nranks_);
   const void* input = reduction_input(reduction, sendbuff, recvcount * nranks_);
-  execute(cached(kReduceScatter, recvcount, -1, reduction.exec.elem_size), input, recvbuff,
+  const tune::Choice choice =
+      plan(tune::Collective::ReduceScatter, recvcount * reduction.exec.elem_size);
+  execute(cached(kReduceScatter, choice, recvcount, -1, reduction.exec.elem_size), input, recvbuff,
           reduction.exec, "reducescatter");
 }
 
@@ -258,7 +300,8 @@ void Communicator::all_to_all(const void* sendbuff, void* recvbuff, size_t count
   }
   // In place, the blocks received would overwrite blocks not yet sent: send from a copy.
   const void* input = sendbuff == recvbuff ? staged_copy(sendbuff, bytes) : sendbuff;
-  execute(cached(kAlltoAll, count, -1, exec.elem_size), input, recvbuff, exec, "alltoall");
+  execute(cached(kAlltoAll, untuned(), count, -1, exec.elem_size), input, recvbuff, exec,
+          "alltoall");
 }
 
 void Communicator::all_to_all_v(const void* sendbuff, std::span<const size_t> sendcounts,
@@ -288,7 +331,7 @@ void Communicator::barrier() {
       direct_->barrier(deadline, name);
     });
   }
-  execute(cached(kBarrier, 0, -1, 1), nullptr, nullptr, copy_op(cclUint8), "barrier");
+  execute(cached(kBarrier, untuned(), 0, -1, 1), nullptr, nullptr, copy_op(cclUint8), "barrier");
 }
 
 void Communicator::point_to_point(std::span<const algo::PointToPoint> operations,

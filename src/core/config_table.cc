@@ -42,9 +42,6 @@ const std::vector<ConfigVar>& config_vars() {
       {"CCL_SHM_WINDOW", ConfigType::Bytes, "1M",
        "bytes of each rank's shared-memory mailbox; collectives up to this size read their peers' "
        "data in place (0: never)"},
-      {"CCL_SHM_ONESHOT_MAX", ConfigType::Bytes, "16K",
-       "direct allreduce up to this size: every rank reduces everything (one-shot); above it, "
-       "each reduces its share and gathers the rest (two-shot)"},
       {"CCL_BUFFSIZE", ConfigType::Bytes, "4M",
        "bytes of buffering per connection and direction (shm ring, chunk size)"},
       {"CCL_SOCKET_IFNAME", ConfigType::String, "",
@@ -70,9 +67,6 @@ const std::vector<ConfigVar>& config_vars() {
       {"CCL_TUNER_FILE", ConfigType::String, "",
        "per-link-class figures (alpha, beta) for the cost model, read from this file instead of "
        "the probe at communicator init"},
-      {"CCL_RECURSIVE_DOUBLING_MAX", ConfigType::Bytes, "0",
-       "allreduce messages up to this many bytes use recursive doubling instead of the ring (0: "
-       "never; the tuner will choose)"},
       {"CCL_CHUNKSIZE", ConfigType::Bytes, "0",
        "bytes per pipelined chunk; 0: derived from CCL_BUFFSIZE"},
   };

@@ -88,29 +88,71 @@ TEST_P(LoopbackComm, BroadcastFromEveryRoot) {
   EXPECT_EQ(wrong.load(), 0);
 }
 
-TEST_P(LoopbackComm, AllReduceByRecursiveDoubling) {
+// Each allreduce algorithm forced by CCL_ALGO, with folded ranks, chunking and in place.
+TEST_P(LoopbackComm, AllReduceByEveryForcedAlgorithm) {
   const int nranks = GetParam();
-  setenv("CCL_RECURSIVE_DOUBLING_MAX", "1G", 1);
-  std::atomic<int> wrong{0};
-  run_ranks(nranks, [&](Communicator& comm) {
-    for (cclRedOp_t op : {cclSum, cclAvg, cclMax}) {
-      for (size_t count : {size_t{1}, size_t{7}, size_t{1000}, size_t{100003}}) {
-        for (bool in_place : {false, true}) {
-          std::vector<uint16_t> in(count), out(count), want(count);
-          for (size_t i = 0; i < count; ++i) {
-            testing::store_value(cclBfloat16, in.data(), i,
-                                 testing::input_value(op, comm.rank(), i));
-            testing::store_expected(cclBfloat16, op, nranks, want.data(), i);
+  for (const char* algo : {"ring", "tree", "recursive_doubling", "rabenseifner"}) {
+    SCOPED_TRACE(algo);
+    setenv("CCL_ALGO", algo, 1);
+    setenv("CCL_CHUNKSIZE", "4K", 1);
+    std::atomic<int> wrong{0};
+    run_ranks(nranks, [&](Communicator& comm) {
+      for (cclRedOp_t op : {cclSum, cclAvg, cclMax}) {
+        for (size_t count : {size_t{1}, size_t{7}, size_t{1000}, size_t{100003}}) {
+          for (bool in_place : {false, true}) {
+            std::vector<uint16_t> in(count), out(count), want(count);
+            for (size_t i = 0; i < count; ++i) {
+              testing::store_value(cclBfloat16, in.data(), i,
+                                   testing::input_value(op, comm.rank(), i));
+              testing::store_expected(cclBfloat16, op, nranks, want.data(), i);
+            }
+            uint16_t* dst = in_place ? in.data() : out.data();
+            comm.all_reduce(in.data(), dst, count, cclBfloat16, op);
+            if (memcmp(dst, want.data(), count * sizeof(uint16_t)) != 0) ++wrong;
           }
-          uint16_t* dst = in_place ? in.data() : out.data();
-          comm.all_reduce(in.data(), dst, count, cclBfloat16, op);
-          if (memcmp(dst, want.data(), count * sizeof(uint16_t)) != 0) ++wrong;
         }
       }
-    }
-  });
-  unsetenv("CCL_RECURSIVE_DOUBLING_MAX");
-  EXPECT_EQ(wrong.load(), 0);
+    });
+    unsetenv("CCL_ALGO");
+    unsetenv("CCL_CHUNKSIZE");
+    EXPECT_EQ(wrong.load(), 0);
+  }
+}
+
+// Broadcast and reduce through a forced tree and a forced chain, from every root, chunked.
+TEST_P(LoopbackComm, BroadcastAndReduceByForcedTreeAndChain) {
+  const int nranks = GetParam();
+  for (const char* algo : {"tree", "ring"}) {
+    SCOPED_TRACE(algo);
+    setenv("CCL_ALGO", algo, 1);
+    setenv("CCL_CHUNKSIZE", "4K", 1);
+    std::atomic<int> wrong{0};
+    run_ranks(nranks, [&](Communicator& comm) {
+      for (int root = 0; root < nranks; ++root) {
+        for (size_t count : {size_t{1}, size_t{7}, size_t{1000}, size_t{30001}}) {
+          std::vector<int32_t> want(count), out(count, -1);
+          for (size_t i = 0; i < count; ++i) want[i] = static_cast<int32_t>(i * 31 + root);
+          const void* in = comm.rank() == root ? want.data() : nullptr;
+          comm.broadcast(in, out.data(), count, cclInt32, root);
+          if (out != want) ++wrong;
+          // Reduce: rank r contributes i + r, so the root gets n*i + n(n-1)/2.
+          std::vector<int32_t> mine(count), sum(count, -1);
+          for (size_t i = 0; i < count; ++i) mine[i] = static_cast<int32_t>(i + comm.rank());
+          const bool is_root = comm.rank() == root;
+          comm.reduce(mine.data(), is_root ? sum.data() : nullptr, count, cclInt32, cclSum, root);
+          for (size_t i = 0; is_root && i < count; ++i) {
+            if (sum[i] != static_cast<int32_t>(nranks * i + nranks * (nranks - 1) / 2)) {
+              ++wrong;
+              break;
+            }
+          }
+        }
+      }
+    });
+    unsetenv("CCL_ALGO");
+    unsetenv("CCL_CHUNKSIZE");
+    EXPECT_EQ(wrong.load(), 0);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, LoopbackComm, ::testing::Values(1, 2, 3, 4, 5, 7, 8));

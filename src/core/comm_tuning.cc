@@ -1,0 +1,168 @@
+// The communicator's tuner: the figures of its links (from CCL_TUNER_FILE, or a probe at init),
+// what CCL_ALGO/CCL_PROTO allow, and the choice made for each operation, explained under
+// CCL_DEBUG_SUBSYS=TUNE.
+//
+// The probe times a few real operations over the communicator's own links and solves the cost
+// model's formulas for its figures:
+//   - alpha of a link: a ring allreduce of one element per rank is 2(n-1) steps of nothing;
+//   - beta of a link: a ring allreduce of kProbeBytes, less its steps and its reductions;
+//   - reduce bandwidth: a local sum of kProbeBytes;
+//   - the direct path's alpha and beta likewise, from its one-shot and two-shot allreduce.
+// Each is the median of a few calls after a warm-up. Ranks measure different times, but every
+// rank must predict the same costs (ranks that chose different algorithms would wait for each
+// other forever), so rank 0's figures are broadcast and used by all.
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <vector>
+
+#include "algorithms/reduce/reduce.h"
+#include "algorithms/ring.h"
+#include "core/comm.h"
+#include "core/config.h"
+#include "core/error.h"
+#include "core/log.h"
+
+namespace ccl {
+
+namespace {
+
+constexpr size_t kProbeBytes = 256 * 1024;
+constexpr int kProbeCalls = 9;
+constexpr int kProbeWarmups = 3;
+
+// The median time of `calls` calls of `body` after a few warm-up calls (the first calls of a new
+// communicator touch fresh pages and wait for late ranks), in microseconds.
+template <typename Body>
+double median_us(int calls, Body&& body) {
+  for (int i = 0; i < kProbeWarmups; ++i) body();
+  std::vector<double> times;
+  for (int i = 0; i < calls; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    body();
+    times.push_back(
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+            .count());
+  }
+  std::nth_element(times.begin(), times.begin() + calls / 2, times.end());
+  return times[calls / 2];
+}
+
+// bytes / (time - fixed costs), in GB/s (bytes per ns); `fallback` when the time is all fixed cost.
+double bandwidth_gbps(double bytes, double time_us, double fixed_us, double fallback) {
+  const double left_us = time_us - fixed_us;
+  return left_us > 0 ? bytes / (left_us * 1e3) : fallback;
+}
+
+}  // namespace
+
+void Communicator::setup_tuner() {
+  tune::Shape shape;
+  shape.nranks = nranks_;
+  shape.nhosts = layout_.nhosts;
+  shape.ranks_per_host = layout_.ranks_per_host;
+  shape.uniform_hosts = layout_.uniform_hosts;
+  shape.shm = local_shm_;
+  shape.window_bytes = direct_ ? direct_->max_bytes() : 0;
+  shape.chunk_bytes = chunk_bytes_;
+  const tune::Selection selection =
+      tune::Selection::parse(config_string("CCL_ALGO"), config_string("CCL_PROTO"));
+  const std::string file = config_string("CCL_TUNER_FILE");
+  tune::Figures figures = file.empty() ? probe_figures(shape) : tune::read_figures_file(file);
+  share_figures(&figures);
+  CCL_INFO(kTune, "rank %d: link figures (%s):\n%s", rank_,
+           file.empty() ? "probed; rank 0's" : file.c_str(), tune::format_figures(figures).c_str());
+  tuner_ = std::make_unique<tune::Tuner>(shape, figures, selection);
+}
+
+tune::Figures Communicator::probe_figures(const tune::Shape& shape) {
+  tune::Figures figures = tune::default_figures();
+  const algo::ExecOp sum = algo::reduction_op(cclFloat, cclSum, nranks_);
+  const size_t probe_count = kProbeBytes / sizeof(float);
+  std::vector<float> in(probe_count, 1.0f), out(probe_count);
+
+  // Local reduction bandwidth: a sum of two kProbeBytes vectors reads two and writes one.
+  const double reduce_us =
+      median_us(kProbeCalls, [&] { sum.reduce(out.data(), in.data(), out.data(), probe_count); });
+  figures.reduce_gbps = bandwidth_gbps(kProbeBytes, reduce_us, 0, figures.reduce_gbps);
+  if (nranks_ == 1) return figures;
+
+  // A link: the ring's steps, first empty, then carrying kProbeBytes / n each.
+  const double steps = 2.0 * (nranks_ - 1);
+  auto ring_us = [&](size_t count) {
+    const algo::RingParams params = ring_params(count, sizeof(float), 0);
+    const algo::Schedule schedule = algo::ring_allreduce(params);
+    return median_us(kProbeCalls, [&] { execute(schedule, in.data(), out.data(), sum, "probe"); });
+  };
+  tune::LinkFigures& link = shape.nhosts == 1 && shape.shm ? figures.shm : figures.net;
+  const double empty_ring_us = ring_us(static_cast<size_t>(nranks_));
+  const double full_ring_us = ring_us(probe_count);
+  CCL_TRACE(kTune, "probe: ring of %d elements %.2f us, of %zu B %.2f us, sum of %zu B %.2f us",
+            nranks_, empty_ring_us, kProbeBytes, full_ring_us, kProbeBytes, reduce_us);
+  link.alpha_us = empty_ring_us / steps;
+  const double moved = steps / nranks_ * kProbeBytes;
+  const double reduced = (nranks_ - 1.0) / nranks_ * kProbeBytes;
+  link.beta_gbps =
+      bandwidth_gbps(moved, ring_us(probe_count),
+                     steps * link.alpha_us + reduced / (figures.reduce_gbps * 1e3), link.beta_gbps);
+
+  if (direct_) {
+    // One-shot (one synchronisation), then two-shot of kProbeBytes (two synchronisations; each
+    // rank copies its input in, reads 1/n of every peer's, reduces and gathers the rest).
+    auto direct_us = [&](size_t count) {
+      return median_us(kProbeCalls, [&] {
+        direct_->all_reduce(in.data(), out.data(), count, sum, Deadline::after(options_.timeout),
+                            algo::OpLabel{"tuner probe", 0});
+      });
+    };
+    figures.direct.alpha_us = direct_us(1);
+    const double copied = 3.0 * kProbeBytes;  // in, a share from every peer, the rest out
+    figures.direct.beta_gbps =
+        bandwidth_gbps(copied, direct_us(probe_count),
+                       2 * figures.direct.alpha_us + reduced / (figures.reduce_gbps * 1e3),
+                       figures.direct.beta_gbps);
+  }
+  return figures;
+}
+
+void Communicator::share_figures(tune::Figures* figures) {
+  if (nranks_ == 1) return;
+  double values[7] = {figures->shm.alpha_us,  figures->shm.beta_gbps,   figures->net.alpha_us,
+                      figures->net.beta_gbps, figures->direct.alpha_us, figures->direct.beta_gbps,
+                      figures->reduce_gbps};
+  algo::ExecOp bytes;
+  bytes.elem_size = 1;
+  const algo::Schedule schedule = algo::chain_broadcast(ring_params(sizeof(values), 1, 0), 0);
+  execute(schedule, values, values, bytes, "tuner figures");
+  figures->shm = {values[0], values[1]};
+  figures->net = {values[2], values[3]};
+  figures->direct = {values[4], values[5]};
+  figures->reduce_gbps = values[6];
+}
+
+}  // namespace ccl
+
+namespace ccl {
+
+tune::Choice Communicator::plan(tune::Collective collective, size_t bytes) {
+  const tune::Choice choice = tuner_->choose(collective, bytes);
+  if (choice.fallback) {
+    // Once per collective: CCL_ALGO=tree says nothing about allgather, which has no tree.
+    const uint32_t bit = 1u << static_cast<unsigned>(collective);
+    if ((fallback_warned_.fetch_or(bit) & bit) == 0) {
+      CCL_WARN(kTune, "%s", tuner_->choose_explained(collective, bytes).reason.c_str());
+    }
+  }
+  if (!log_enabled(LogLevel::Info, kTune)) return choice;
+  // Once per (collective, size): a sweep logs each size once, a training loop once in all.
+  {
+    std::lock_guard<std::mutex> lock(tune_log_mutex_);
+    if (tune_logged_.size() >= 1024) return choice;
+    if (!tune_logged_.emplace(static_cast<int>(collective), bytes).second) return choice;
+  }
+  CCL_INFO(kTune, "%s %zu B:\n%s", tune::collective_name(collective), bytes,
+           tuner_->cost_table(collective, bytes).c_str());
+  return choice;
+}
+
+}  // namespace ccl
