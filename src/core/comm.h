@@ -112,6 +112,7 @@ class Communicator {
   // The tuner (comm_tuning.cc): figures from CCL_TUNER_FILE or a probe, rank 0's for everyone.
   void setup_tuner();
   tune::Figures probe_figures(const tune::Shape& shape);
+  void probe_direct(tune::Figures* figures, const float* in, float* out, const algo::ExecOp& sum);
   void share_figures(tune::Figures* figures);
   // The tuner's choice for one operation, logged with its cost table under TUNE (once per
   // collective and size) and with a warning when CCL_ALGO/CCL_PROTO allowed nothing.

@@ -7,7 +7,8 @@
 //   - alpha of a link: a ring allreduce of one element per rank is 2(n-1) steps of nothing;
 //   - beta of a link: a ring allreduce of kProbeBytes, less its steps and its reductions;
 //   - reduce bandwidth: a local sum of kProbeBytes;
-//   - the direct path's alpha and beta likewise, from its one-shot and two-shot allreduce.
+//   - the direct path's alpha, beta and the reduce bandwidth under load, from its one-shot and
+//     two-shot allreduce (probe_direct).
 // Each is the median of a few calls after a warm-up. Ranks measure different times, but every
 // rank must predict the same costs (ranks that chose different algorithms would wait for each
 // other forever), so rank 0's figures are broadcast and used by all.
@@ -28,7 +29,9 @@ namespace ccl {
 namespace {
 
 constexpr size_t kProbeBytes = 256 * 1024;
-constexpr int kProbeCalls = 9;
+// The direct path's crossover between one-shot and two-shot lies in its window: probe inside it.
+constexpr size_t kDirectProbeBytes = 512 * 1024;
+constexpr int kProbeCalls = 15;
 constexpr int kProbeWarmups = 3;
 
 // The median time of `calls` calls of `body` after a few warm-up calls (the first calls of a new
@@ -79,19 +82,20 @@ tune::Figures Communicator::probe_figures(const tune::Shape& shape) {
   tune::Figures figures = tune::default_figures();
   const algo::ExecOp sum = algo::reduction_op(cclFloat, cclSum, nranks_);
   const size_t probe_count = kProbeBytes / sizeof(float);
-  std::vector<float> in(probe_count, 1.0f), out(probe_count);
+  const size_t buffer_count = std::max(kProbeBytes, kDirectProbeBytes) / sizeof(float);
+  std::vector<float> in(buffer_count, 1.0f), out(buffer_count);
 
   // Local reduction bandwidth: a sum of two kProbeBytes vectors reads two and writes one.
   const double reduce_us =
       median_us(kProbeCalls, [&] { sum.reduce(out.data(), in.data(), out.data(), probe_count); });
   figures.reduce_gbps = bandwidth_gbps(kProbeBytes, reduce_us, 0, figures.reduce_gbps);
   if (nranks_ == 1) return figures;
+  if (direct_) probe_direct(&figures, in.data(), out.data(), sum);
 
   // A link: the ring's steps, first empty, then carrying kProbeBytes / n each.
   const double steps = 2.0 * (nranks_ - 1);
   auto ring_us = [&](size_t count) {
-    const algo::RingParams params = ring_params(count, sizeof(float), 0);
-    const algo::Schedule schedule = algo::ring_allreduce(params);
+    const algo::Schedule schedule = algo::ring_allreduce(ring_params(count, sizeof(float), 0));
     return median_us(kProbeCalls, [&] { execute(schedule, in.data(), out.data(), sum, "probe"); });
   };
   tune::LinkFigures& link = shape.nhosts == 1 && shape.shm ? figures.shm : figures.net;
@@ -103,26 +107,41 @@ tune::Figures Communicator::probe_figures(const tune::Shape& shape) {
   const double moved = steps / nranks_ * kProbeBytes;
   const double reduced = (nranks_ - 1.0) / nranks_ * kProbeBytes;
   link.beta_gbps =
-      bandwidth_gbps(moved, ring_us(probe_count),
+      bandwidth_gbps(moved, full_ring_us,
                      steps * link.alpha_us + reduced / (figures.reduce_gbps * 1e3), link.beta_gbps);
-
-  if (direct_) {
-    // One-shot (one synchronisation), then two-shot of kProbeBytes (two synchronisations; each
-    // rank copies its input in, reads 1/n of every peer's, reduces and gathers the rest).
-    auto direct_us = [&](size_t count) {
-      return median_us(kProbeCalls, [&] {
-        direct_->all_reduce(in.data(), out.data(), count, sum, Deadline::after(options_.timeout),
-                            algo::OpLabel{"tuner probe", 0});
-      });
-    };
-    figures.direct.alpha_us = direct_us(1);
-    const double copied = 3.0 * kProbeBytes;  // in, a share from every peer, the rest out
-    figures.direct.beta_gbps =
-        bandwidth_gbps(copied, direct_us(probe_count),
-                       2 * figures.direct.alpha_us + reduced / (figures.reduce_gbps * 1e3),
-                       figures.direct.beta_gbps);
-  }
   return figures;
+}
+
+// The direct path: alpha from a one-element one-shot allreduce; then a one-shot and a two-shot
+// of the same S give the model's two equations (x = S / beta, y = S / reduce bandwidth):
+//   one-shot  t1 = a + x + (n-1) y
+//   two-shot  t2 = 2a + (1 + (n-1)/n) x + (n-1)/n y
+// solved for x and y. The reduce bandwidth found this way is what n ranks sharing the cores see
+// while they read each other's memory, which the schedules' reductions see too, so it replaces
+// the local measurement. A solution that is not positive (noise) keeps the earlier figures.
+void Communicator::probe_direct(tune::Figures* figures, const float* in, float* out,
+                                const algo::ExecOp& sum) {
+  const size_t count = std::min(kDirectProbeBytes, direct_->max_bytes()) / sizeof(float);
+  auto direct_us = [&](size_t elems, bool one_shot) {
+    return median_us(kProbeCalls, [&] {
+      direct_->all_reduce(in, out, elems, sum, Deadline::after(options_.timeout),
+                          algo::OpLabel{"tuner probe", 0}, one_shot);
+    });
+  };
+  const double a = direct_us(1, true);
+  const double t1 = direct_us(count, true), t2 = direct_us(count, false);
+  const double n = nranks_, S = static_cast<double>(count * sizeof(float));
+  const double r1 = t1 - a, r2 = t2 - 2 * a;
+  const double a11 = 1, a12 = n - 1, a21 = 1 + (n - 1) / n, a22 = (n - 1) / n;
+  const double det = a11 * a22 - a12 * a21;  // -2(n-1)^2/n: never 0 for n > 1
+  const double x = (r1 * a22 - a12 * r2) / det, y = (a11 * r2 - a21 * r1) / det;
+  CCL_TRACE(kTune, "probe: direct 4 B %.2f us, %.0f B one-shot %.2f us, two-shot %.2f us", a, S, t1,
+            t2);
+  figures->direct.alpha_us = a;
+  if (x > 0 && y > 0) {
+    figures->direct.beta_gbps = S / (x * 1e3);
+    figures->reduce_gbps = S / (y * 1e3);
+  }
 }
 
 void Communicator::share_figures(tune::Figures* figures) {

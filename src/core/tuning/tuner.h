@@ -1,5 +1,5 @@
 // The tuner (DESIGN.md principle 3): for each collective call, the (algorithm, protocol) with the
-// smallest predicted time (topology/cost_model.h) among those available and allowed by
+// smallest predicted time (core/tuning/cost_model.h) among those available and allowed by
 // CCL_ALGO / CCL_PROTO, and, when asked, why.
 //
 // choose() runs on every collective call: it allocates nothing and builds no string (about 18
@@ -17,7 +17,7 @@
 #include <string>
 
 #include "core/tuning/algo_selection.h"
-#include "topology/cost_model.h"
+#include "core/tuning/cost_model.h"
 
 namespace ccl::tune {
 
@@ -38,7 +38,9 @@ class Tuner {
   Tuner(Shape shape, Figures figures, Selection selection);
 
   // The fastest allowed and available (algorithm, protocol) for `bytes` (algo_selection.h's
-  // convention); ties go to the earlier algorithm, then protocol, in declaration order. If the
+  // convention); an algorithm later in declaration order must be predicted 15% faster than an
+  // earlier one to displace it (the model's error, tuner.cc), protocols of one algorithm just
+  // faster; ties go to the earlier algorithm, then protocol. If the
   // selection allows nothing available, the fastest available one, with `fallback` set.
   // Allocation-free; `reason` stays empty.
   Choice choose(Collective collective, size_t bytes) const;

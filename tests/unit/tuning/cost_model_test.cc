@@ -1,6 +1,6 @@
 // The cost model: availability rules, a few formulas checked by hand, determinism, and the
 // shape and figures checks.
-#include "topology/cost_model.h"
+#include "core/tuning/cost_model.h"
 
 #include <gtest/gtest.h>
 

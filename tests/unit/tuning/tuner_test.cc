@@ -54,6 +54,25 @@ TEST(Tuner, RingWinsLargeMessagesOnAFlatNetwork) {
       << tuner.cost_table(Collective::AllReduce, 64 * kMiB);
 }
 
+TEST(Tuner, ALaterAlgorithmMustWinByTheMargin) {
+  // 4 ranks: Rabenseifner moves the ring's bytes in 4 rounds instead of 6, so with a small
+  // alpha it is predicted barely faster, which is not enough to displace the ring; with a large
+  // alpha its fewer rounds win by more than the margin.
+  const Shape shape = one_host(4, 0);
+  const Tuner close(shape, test::uniform_figures(0.01, 8, 8), Selection());
+  const CostModel model(shape, test::uniform_figures(0.01, 8, 8));
+  const double ring =
+      *model.predict_us(Collective::AllReduce, Algorithm::Ring, Protocol::LL, 64 * kMiB);
+  const double rab =
+      *model.predict_us(Collective::AllReduce, Algorithm::Rabenseifner, Protocol::LL, 64 * kMiB);
+  ASSERT_LT(rab, ring);
+  ASSERT_GT(rab * 1.15, ring);
+  EXPECT_EQ(close.choose(Collective::AllReduce, 64 * kMiB).algorithm, Algorithm::Ring);
+  const Tuner far(shape, test::uniform_figures(1000, 8, 8), Selection());
+  EXPECT_NE(far.choose(Collective::AllReduce, 1024).algorithm, Algorithm::Ring)
+      << far.cost_table(Collective::AllReduce, 1024);
+}
+
 TEST(Tuner, HierarchicalWinsLargeMessagesOverASlowNetwork) {
   Figures f;
   f.shm = {0.1, 100};

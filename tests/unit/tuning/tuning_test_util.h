@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "core/error.h"
-#include "topology/cost_model.h"
+#include "core/tuning/cost_model.h"
 
 namespace ccl::tune::test {
 

@@ -101,6 +101,10 @@ class CostModel {
   Link intra_{}, net_{}, flat_{}, direct_{}, fold_{};
   double reduce_inv_ = 0;
   double tree_height_ = 0;  // ceil(log2 n)
+  // Over both trees of the double binary tree, the most halves (S/2) one rank sends (one per
+  // child and one to its parent, in each tree), and the most it reduces (one per child).
+  double tree_sent_halves_ = 0;
+  double tree_reduced_halves_ = 0;
   // Recursive doubling / Rabenseifner over p = 2^floor(log2 n) ranks: their exchange rounds
   // summed, sum_d (a_d + S inv_d) = rd_a_ + S rd_inv_ and sum_d 2 (a_d + S d/p inv_d) =
   // rab_a_ + S rab_inv_, and the number of rounds log2 p.

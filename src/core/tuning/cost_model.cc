@@ -1,8 +1,9 @@
-#include "topology/cost_model.h"
+#include "core/tuning/cost_model.h"
 
 #include <algorithm>
 #include <cmath>
 
+#include "algorithms/double_binary_tree.h"
 #include "core/error.h"
 
 namespace ccl::tune {
@@ -60,6 +61,17 @@ CostModel::CostModel(const Shape& shape, const Figures& f)
       fold_(flat_),
       reduce_inv_(1.0 / (f.reduce_gbps * kBytesPerUsPerGbps)),
       tree_height_(ceil_log2(shape.nranks)) {
+  for (int r = 0; r < shape.nranks; ++r) {
+    double sent = 0, reduced = 0;
+    for (int tree = 0; tree < 2; ++tree) {
+      const algo::TreeLinks links = algo::double_binary_tree_links(shape.nranks, r, tree);
+      for (int child : links.children) reduced += child >= 0;
+      sent += (links.parent >= 0);
+    }
+    sent += reduced;
+    tree_sent_halves_ = std::max(tree_sent_halves_, sent);
+    tree_reduced_halves_ = std::max(tree_reduced_halves_, reduced);
+  }
   const int p = floor_pow2(shape.nranks);
   pow2_ = p;
   // Partners r and r^d at distance d. With ranks placed host by host (rank r on host r / L),
@@ -113,16 +125,17 @@ double CostModel::allreduce_ring(double S, Protocol protocol) const {
 // Double binary tree (double_binary_tree.h): each half S/2 goes up one tree and down again, in
 // K chunks of q = S/(2K). Depth D = 3h rounds (h edges up, up to h more where a node reduces its
 // two children one per round, h edges down; the header's "about K + 3h rounds"); the chunks
-// follow one round apart, so R = D + K - 1 rounds. The busiest rank (inner in one tree, a leaf in
-// the other) moves 2S each way in all, plus the pipeline fill, (D - 1) q; it reduces its two
-// children's halves (S):
-//   (D + K - 1) a_F + (2S + (D-1) q)/b_F + S/g
+// follow one round apart, so R = D + K - 1 rounds. The busiest rank sends E halves (a half to its
+// parent and one to each child, in each tree: up to 4, so 2S, for large n; 2, so S, for n = 2,
+// like the ring) plus the pipeline fill, (D - 1) q, and reduces C halves (one per child):
+//   (D + K - 1) a_F + (E S/2 + (D-1) q)/b_F + C S/2 /g
 double CostModel::allreduce_tree(double S, Protocol protocol) const {
   const double D = 3 * tree_height_;
   const double half = S / 2;
   const double K = chunks(half, protocol);
   const double q = half / K;
-  return (D + K - 1) * flat_.a + (2 * S + (D - 1) * q) * flat_.inv + reduce(S);
+  return (D + K - 1) * flat_.a + (tree_sent_halves_ * half + (D - 1) * q) * flat_.inv +
+         reduce(tree_reduced_halves_ * half);
 }
 
 // Recursive doubling (recursive_doubling.h), p = 2^floor(log2 n): log2 p rounds in which
