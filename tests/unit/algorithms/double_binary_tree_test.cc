@@ -198,12 +198,7 @@ TEST(DoubleBinaryTreeShape, BytesOnTheWire) {
     const std::vector<Schedule> s = build(n, count, 64);
     size_t total = 0;
     for (int r = 0; r < n; ++r) {
-      size_t sent = 0;
-      for (const Round& round : s[r].rounds) {
-        for (const Step& st : round.steps) {
-          if (st.kind == StepKind::Send) sent += st.src.count;
-        }
-      }
+      const size_t sent = test::traffic_of(s[r]).sent;
       EXPECT_LE(sent, 4 * ((count + 1) / 2)) << n << " " << r;
       EXPECT_EQ(s[r].scratch_elems, 0u);
       total += sent;

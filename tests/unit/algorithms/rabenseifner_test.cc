@@ -57,15 +57,7 @@ TEST(RabenseifnerShape, RoundsAndBytes) {
     const size_t count = 12 * static_cast<size_t>(p);
     const std::vector<Schedule> s = build(n, count);
     for (int r = 0; r < n; ++r) {
-      size_t sent = 0, received = 0;
-      for (const Round& round : s[r].rounds) {
-        for (const Step& st : round.steps) {
-          if (st.kind == StepKind::Send) sent += st.src.count;
-          if (st.kind == StepKind::Recv || st.kind == StepKind::RecvReduce) {
-            received += st.dst.count;
-          }
-        }
-      }
+      const auto [sent, received] = test::traffic_of(s[r]);
       const bool folded = r >= p, has_extra = r < n - p;
       const size_t exchange = 2 * (count - count / p);
       EXPECT_EQ(sent, folded ? count : exchange + (has_extra ? count : 0)) << n << " " << r;

@@ -49,6 +49,22 @@ inline std::vector<size_t> random_layout(const std::vector<size_t>& counts, std:
 }
 
 // A round with no steps costs a round trip through the executor for nothing.
+// Elements a rank's schedule sends and receives (Recv and RecvReduce).
+struct Traffic {
+  size_t sent = 0;
+  size_t received = 0;
+};
+inline Traffic traffic_of(const Schedule& schedule) {
+  Traffic t;
+  for (const Round& round : schedule.rounds) {
+    for (const Step& st : round.steps) {
+      if (st.kind == StepKind::Send) t.sent += st.src.count;
+      if (st.kind == StepKind::Recv || st.kind == StepKind::RecvReduce) t.received += st.dst.count;
+    }
+  }
+  return t;
+}
+
 inline bool has_empty_round(const std::vector<Schedule>& all) {
   for (const Schedule& s : all) {
     for (const Round& r : s.rounds) {

@@ -142,15 +142,7 @@ TEST(TreeRootedShape, BytesAndScratch) {
         const std::vector<Schedule> s = build(kind, n, root, count, chunk, {});
         size_t total = 0;
         for (int r = 0; r < n; ++r) {
-          size_t sent = 0, received = 0;
-          for (const Round& round : s[r].rounds) {
-            for (const Step& st : round.steps) {
-              if (st.kind == StepKind::Send) sent += st.src.count;
-              if (st.kind == StepKind::Recv || st.kind == StepKind::RecvReduce) {
-                received += st.dst.count;
-              }
-            }
-          }
+          const auto [sent, received] = test::traffic_of(s[r]);
           // A tree: a rank talks to its parent once and to each of at most two children once.
           const size_t parent_side = r == root ? 0 : count;
           EXPECT_EQ(kind == Kind::Broadcast ? received : sent, parent_side) << n << " " << r;

@@ -20,6 +20,7 @@
 #include <hwloc.h>
 #endif
 
+#include "../support/temp_file.h"
 #include "core/error.h"
 #include "topology/cuda_devices.h"
 #include "topology/nvml_links.h"
@@ -27,23 +28,7 @@
 namespace ccl::topo {
 namespace {
 
-// A file holding `text`, removed at the end of the test.
-class TempFile {
- public:
-  explicit TempFile(const std::string& text) {
-    char name[] = "/tmp/ccl_discovery_XXXXXX";
-    const int fd = mkstemp(name);
-    EXPECT_GE(fd, 0);
-    if (fd >= 0) close(fd);
-    path_ = name;
-    std::ofstream(path_) << text;
-  }
-  ~TempFile() { std::remove(path_.c_str()); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using ccl::test::TempFile;
 
 // Parent and child lists agree, ids are indices, names are unique, every node reaches the root.
 void expect_consistent(const Topology& topo) {

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "../support/temp_file.h"
 #include "core/tuning/tuner.h"
 #include "tuning_test_util.h"
 
@@ -14,23 +15,7 @@ namespace {
 
 using test::error_of;
 
-// A temporary file holding `text`, removed at the end of the scope.
-class TempFile {
- public:
-  explicit TempFile(const std::string& text) {
-    char name[] = "/tmp/ccl_tuner_figures_XXXXXX";
-    const int fd = mkstemp(name);
-    EXPECT_GE(fd, 0);
-    close(fd);
-    path_ = name;
-    std::ofstream(path_) << text;
-  }
-  ~TempFile() { std::remove(path_.c_str()); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using ccl::test::TempFile;
 
 void expect_same(const Figures& a, const Figures& b) {
   EXPECT_EQ(a.shm.alpha_us, b.shm.alpha_us);
