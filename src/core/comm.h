@@ -113,6 +113,8 @@ class Communicator {
   void setup_tuner();
   tune::Figures probe_figures(const tune::Shape& shape);
   void probe_direct(tune::Figures* figures, const float* in, float* out, const algo::ExecOp& sum);
+  void fit_net_by_exchange(const tune::Shape& shape, tune::Figures* figures, const float* in,
+                           float* out, const algo::ExecOp& sum);
   void share_figures(tune::Figures* figures);
   // The tuner's choice for one operation, logged with its cost table under TUNE (once per
   // collective and size) and with a warning when CCL_ALGO/CCL_PROTO allowed nothing.
