@@ -97,38 +97,37 @@ int Topology::ancestor(int id, NodeType type) const {
   return -1;
 }
 
-const char* node_type_name(NodeType type) {
-  for (const auto& [t, name] : kNodeTypeNames) {
-    if (t == type) return name;
+namespace {
+
+template <typename Enum, size_t N>
+const char* name_in(const std::array<std::pair<Enum, const char*>, N>& names, Enum value) {
+  for (const auto& [v, name] : names) {
+    if (v == value) return name;
   }
   return "unknown";
 }
 
+template <typename Enum, size_t N>
+bool parse_in(const std::array<std::pair<Enum, const char*>, N>& names, const std::string& text,
+              Enum* out) {
+  for (const auto& [v, name] : names) {
+    if (text == name) {
+      *out = v;
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+const char* node_type_name(NodeType type) { return name_in(kNodeTypeNames, type); }
 bool parse_node_type(const std::string& text, NodeType* out) {
-  for (const auto& [t, name] : kNodeTypeNames) {
-    if (text == name) {
-      *out = t;
-      return true;
-    }
-  }
-  return false;
+  return parse_in(kNodeTypeNames, text, out);
 }
-
-const char* link_type_name(LinkType type) {
-  for (const auto& [t, name] : kLinkTypeNames) {
-    if (t == type) return name;
-  }
-  return "unknown";
-}
-
+const char* link_type_name(LinkType type) { return name_in(kLinkTypeNames, type); }
 bool parse_link_type(const std::string& text, LinkType* out) {
-  for (const auto& [t, name] : kLinkTypeNames) {
-    if (text == name) {
-      *out = t;
-      return true;
-    }
-  }
-  return false;
+  return parse_in(kLinkTypeNames, text, out);
 }
 
 }  // namespace ccl::topo
