@@ -75,6 +75,10 @@ TEST(Discovery, CanonicalPciBusId) {
   EXPECT_EQ(canonical_pci_bus_id("eth0"), "");
   EXPECT_EQ(canonical_pci_bus_id("0000:17:00.0x"), "");
   EXPECT_EQ(canonical_pci_bus_id("0000:17:40.0"), "");  // device numbers stop at 0x1f
+  EXPECT_EQ(canonical_pci_bus_id("0000:17:00.8"), "");  // functions stop at 7
+  EXPECT_EQ(canonical_pci_bus_id("0x17:00.0"), "");
+  EXPECT_EQ(canonical_pci_bus_id("0000:117:00.0"), "");
+  EXPECT_EQ(canonical_pci_bus_id("0000:17:00."), "");
 }
 
 TEST(Discovery, MinimalTopology) {
