@@ -13,6 +13,10 @@ namespace {
 std::atomic<long> g_allocations{0};
 }  // namespace
 
+// GCC 12 sees free() on what operator new returned once these inline into each other (in the
+// sanitizer build) and warns; here they are the one matching pair.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 void* operator new(size_t size) {
   g_allocations.fetch_add(1, std::memory_order_relaxed);
   if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
@@ -23,6 +27,7 @@ void operator delete(void* p) noexcept { std::free(p); }
 void operator delete[](void* p) noexcept { std::free(p); }
 void operator delete(void* p, size_t) noexcept { std::free(p); }
 void operator delete[](void* p, size_t) noexcept { std::free(p); }
+#pragma GCC diagnostic pop
 
 namespace ccl::tune {
 namespace {
