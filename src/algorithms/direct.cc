@@ -104,8 +104,7 @@ const std::byte* DirectCollectives::own_contribution(const std::byte* in, const 
 }
 
 void DirectCollectives::all_reduce(const void* input, void* output, size_t count, const ExecOp& op,
-                                   Deadline deadline, const OpLabel& what,
-                                   std::optional<bool> one_shot) {
+                                   Deadline deadline, const OpLabel& what, bool one_shot) {
   const size_t es = op.elem_size;
   const size_t bytes = count * es;
   const unsigned p = begin(deadline, what);
@@ -116,8 +115,7 @@ void DirectCollectives::all_reduce(const void* input, void* output, size_t count
   auto* out = static_cast<std::byte*>(output);
   std::byte* mine = window_->mailbox(me, p, bytes);
 
-  if (one_shot.value_or(bytes <= oneshot_max_) || bytes <= transport::SharedWindow::kInlineBytes ||
-      n == 1) {
+  if (one_shot || bytes <= transport::SharedWindow::kInlineBytes || n == 1) {
     memcpy(mine, in, bytes);
     window_->publish(p, mark(s, 0));
     await_all(p, mark(s, 0), deadline, what);

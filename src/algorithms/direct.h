@@ -13,18 +13,17 @@
 //   - before writing its mailbox of parity p, a rank waits until every peer's flag reached
 //     mark(s-1, 0): a peer raises that flag only after it finished operation s-2, the last one
 //     that read this rank's parity-p mailbox. (Inside an allreduce this always holds already.)
-// Allreduce: one-shot (every rank reduces the whole vector, reading all mailboxes) for small
-// messages; two-shot (rank r reduces chunk r into its mailbox, then everyone gathers the chunks)
-// above `oneshot_max` (or as the caller says). Broadcast: the root copies its data into its mailbox
-// piece by piece and the others copy each piece out as soon as it is there, so the two copies
-// overlap. Every rank adds the contributions in rank order 0, 1, ..., n-1, so all ranks get
-// bit-identical results, as with the ring.
+// Allreduce: one-shot (every rank reduces the whole vector, reading all mailboxes) or two-shot
+// (rank r reduces chunk r into its mailbox, then everyone gathers the chunks), as the caller (the
+// tuner) says; a message in the inline area is always one-shot. Broadcast: the root copies its data
+// into its mailbox piece by piece and the others copy each piece out as soon as it is there, so the
+// two copies overlap. Every rank adds the contributions in rank order 0, 1, ..., n-1, so all ranks
+// get bit-identical results, as with the ring.
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <optional>
 
 #include "algorithms/executor.h"
 #include "core/deadline.h"
@@ -34,15 +33,10 @@ namespace ccl::algo {
 
 class DirectCollectives {
  public:
-  DirectCollectives(transport::SharedWindow* window, WaitPolicy policy, const AbortFlag* abort,
-                    size_t oneshot_max)
+  DirectCollectives(transport::SharedWindow* window, WaitPolicy policy, const AbortFlag* abort)
       : window_(window),
         policy_(policy),
         abort_(abort),
-        // A message in the inline area is always one-shot: it has no chunks to split.
-        oneshot_max_(oneshot_max > transport::SharedWindow::kInlineBytes
-                         ? oneshot_max
-                         : transport::SharedWindow::kInlineBytes),
         // The numbering continues from the own flags: the window's state is all in shared
         // memory, so a new instance over a used window goes on where the last one stopped.
         sequence_(std::max(window->flag(window->rank(), 0), window->flag(window->rank(), 1)) >>
@@ -56,10 +50,10 @@ class DirectCollectives {
   // The largest message (bytes) these collectives take.
   size_t max_bytes() const { return window_->capacity(); }
 
-  // `one_shot` is the caller's choice (the tuner's protocol); unset, one-shot up to
-  // `oneshot_max`. A message within the inline area is always one-shot.
+  // One-shot or two-shot as `one_shot` says; a message in the inline area has no chunks to
+  // split and is always one-shot.
   void all_reduce(const void* input, void* output, size_t count, const ExecOp& op,
-                  Deadline deadline, const OpLabel& what, std::optional<bool> one_shot = {});
+                  Deadline deadline, const OpLabel& what, bool one_shot);
   void broadcast(const void* input, void* output, size_t bytes, int root, Deadline deadline,
                  const OpLabel& what);
   void barrier(Deadline deadline, const OpLabel& what);
@@ -106,7 +100,6 @@ class DirectCollectives {
   transport::SharedWindow* window_;
   WaitPolicy policy_;
   const AbortFlag* abort_;
-  size_t oneshot_max_;
   uint64_t sequence_ = 0;
 };
 

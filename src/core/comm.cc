@@ -66,9 +66,8 @@ std::shared_ptr<Communicator> Communicator::create(const CommOptions& options, S
       std::make_unique<algo::Executor>(comm->links_, comm->wait_policy_, &comm->abort_);
   for (auto& t : comm->transports_) {
     if (transport::SharedWindow* window = t->shared_window()) {
-      comm->direct_ = std::make_unique<algo::DirectCollectives>(
-          window, comm->wait_policy_, &comm->abort_,
-          0 /* one-shot or two-shot: the tuner chooses */);
+      comm->direct_ =
+          std::make_unique<algo::DirectCollectives>(window, comm->wait_policy_, &comm->abort_);
       CCL_INFO(kInit, "rank %d: direct collectives over the %s window up to %zu bytes",
                options.rank, t->name(), window->capacity());
     }

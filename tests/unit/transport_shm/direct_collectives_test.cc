@@ -25,7 +25,10 @@ namespace {
 using namespace std::chrono_literals;
 
 constexpr size_t kWindow = 64 * 1024;
+// The tests take the one-shot form up to this many bytes and the two-shot form above, so both
+// run at every rank count.
 constexpr size_t kOneshot = 1024;
+bool one_shot(size_t bytes) { return bytes <= kOneshot; }
 
 HarnessOptions window_options(size_t window_bytes = kWindow) {
   HarnessOptions options;
@@ -40,11 +43,11 @@ algo::ExecOp exec_op(cclDataType_t type, cclRedOp_t op, int nranks) {
   return algo::reduction_op(type, op, nranks);
 }
 
-algo::DirectCollectives direct(RankEnv& env, size_t oneshot = kOneshot) {
+algo::DirectCollectives direct(RankEnv& env) {
   transport::SharedWindow* window = env.transport->shared_window();
   require(window != nullptr, "no shared window");
   require(window->nranks() == env.nranks && window->rank() == env.rank, "window geometry");
-  return algo::DirectCollectives(window, algo::WaitPolicy{}, nullptr, oneshot);
+  return algo::DirectCollectives(window, algo::WaitPolicy{}, nullptr);
 }
 
 // Rank r contributes (r + 1) * (i % 13 + 1) at index i: small integers, exact in every type.
@@ -68,7 +71,8 @@ TEST(DirectCollectives, AllReduceIntSumEveryPathAndRankCount) {
           std::vector<int32_t> in(count), out(count, -1);
           for (size_t i = 0; i < count; ++i) in[i] = contribution(env.rank, i);
           int32_t* dst = in_place ? in.data() : out.data();
-          dc.all_reduce(in.data(), dst, count, op, env.deadline, {"allreduce", count});
+          dc.all_reduce(in.data(), dst, count, op, env.deadline, {"allreduce", count},
+                        one_shot(count * sizeof(int32_t)));
           for (size_t i = 0; i < count; ++i) {
             int32_t want = (n * (n + 1) / 2) * static_cast<int32_t>(i % 13 + 1);
             require(dst[i] == want, "n=" + std::to_string(n) + " count=" + std::to_string(count) +
@@ -89,12 +93,12 @@ TEST(DirectCollectives, AllReduceAvgAndMaxInOtherTypes) {
       std::vector<double> in(count), out(count);
       for (size_t i = 0; i < count; ++i) in[i] = contribution(env.rank, i);
       dc.all_reduce(in.data(), out.data(), count, exec_op(cclFloat64, cclAvg, n), env.deadline,
-                    {"avg", 0});
+                    {"avg", 0}, one_shot(count * sizeof(double)));
       for (size_t i = 0; i < count; ++i) require(out[i] == 2.0 * (i % 13 + 1), "avg");
       std::vector<int8_t> bin(count), bout(count);
       for (size_t i = 0; i < count; ++i) bin[i] = static_cast<int8_t>(env.rank * 10 - 5);
       dc.all_reduce(bin.data(), bout.data(), count, exec_op(cclInt8, cclMax, n), env.deadline,
-                    {"max", 0});
+                    {"max", 0}, one_shot(count));
       for (size_t i = 0; i < count; ++i) require(bout[i] == 15, "max");
     }
   }));
@@ -119,7 +123,7 @@ TEST(DirectCollectives, FloatResultsBitIdenticalOnEveryRank) {
       for (auto& v : in) v = dist(gen);
       results[env.rank].assign(c, 0.0f);
       dc.all_reduce(in.data(), results[env.rank].data(), c, exec_op(cclFloat32, cclSum, n),
-                    env.deadline, {"allreduce", c});
+                    env.deadline, {"allreduce", c}, one_shot(c * sizeof(float)));
       dc.barrier(env.deadline, {"barrier", 0});
       sync.arrive_and_wait();
       for (int r = 0; r < n; ++r) {
@@ -145,7 +149,8 @@ TEST(DirectCollectives, MixedBackToBackOperations) {
         for (size_t i = 0; i < count; ++i) in[i] = contribution(env.rank, i + iter);
         switch (iter % 4) {
           case 0:
-            dc.all_reduce(in.data(), out.data(), count, op, env.deadline, {"allreduce", 0});
+            dc.all_reduce(in.data(), out.data(), count, op, env.deadline, {"allreduce", 0},
+                          one_shot(count * op.elem_size));
             for (size_t i = 0; i < count; ++i) {
               require(out[i] == (n * (n + 1) / 2) * static_cast<int32_t>((i + iter) % 13 + 1),
                       "allreduce at iteration " + std::to_string(iter));
@@ -271,16 +276,16 @@ TEST(DirectCollectives, AllToAllOfManyPiecesInAndOutOfPlace) {
   }
 }
 
-TEST(DirectCollectives, TwoShotAboveTheOneShotLimitOnly) {
-  // The same result whatever the split: oneshot 0 forces two-shot above the inline size.
+TEST(DirectCollectives, OneShotAndTwoShotAgree) {
+  // The same result whatever the form: two-shot is taken above the inline size when asked.
   expect_all_ok(run_shm_threads(3, window_options(), [&](RankEnv& env) {
-    for (size_t oneshot : {size_t{0}, size_t{1} << 30}) {
-      auto dc = direct(env, oneshot);
+    for (bool one_shot_form : {false, true}) {
+      auto dc = direct(env);
       for (size_t count : kCounts) {
         std::vector<int32_t> in(count), out(count);
         for (size_t i = 0; i < count; ++i) in[i] = contribution(env.rank, i);
         dc.all_reduce(in.data(), out.data(), count, exec_op(cclInt32, cclSum, 3), env.deadline,
-                      {"allreduce", 0});
+                      {"allreduce", 0}, one_shot_form);
         for (size_t i = 0; i < count; ++i) {
           require(out[i] == 6 * static_cast<int32_t>(i % 13 + 1), "two-shot result");
         }
@@ -307,7 +312,7 @@ TEST(DirectCollectives, MissingPeerTimesOut) {
     auto start = Clock::now();
     try {
       dc.all_reduce(&v, &out, 1, exec_op(cclInt32, cclSum, 2), Deadline::after(300ms),
-                    {"allreduce", 7});
+                    {"allreduce", 7}, true);
     } catch (const Error& e) {
       codes[0] = e.code();
       messages[0] = e.what();
@@ -339,8 +344,7 @@ TEST(DirectCollectives, ExitedPeerIsRemoteError) {
   {
     ConnectedRank me = connect_rank(store, tag, 0, 2, options, Deadline::after(10s));
     store.get("child-connected", Deadline::after(10s));
-    algo::DirectCollectives dc(me.transport->shared_window(), algo::WaitPolicy{}, nullptr,
-                               kOneshot);
+    algo::DirectCollectives dc(me.transport->shared_window(), algo::WaitPolicy{}, nullptr);
     store.set("parent-waiting", Bytes{1});
     cclResult_t code = cclSuccess;
     std::string message;
@@ -348,7 +352,7 @@ TEST(DirectCollectives, ExitedPeerIsRemoteError) {
     try {
       int32_t v = 1, out = 0;
       dc.all_reduce(&v, &out, 1, exec_op(cclInt32, cclSum, 2), Deadline::after(20s),
-                    {"allreduce", 1});
+                    {"allreduce", 1}, true);
     } catch (const Error& e) {
       code = e.code();
       message = e.what();
