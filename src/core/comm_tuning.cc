@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "algorithms/recursive_doubling.h"
@@ -181,17 +182,13 @@ void Communicator::probe_direct(tune::Figures* figures, const float* in, float* 
 
 void Communicator::share_figures(tune::Figures* figures) {
   if (nranks_ == 1) return;
-  double values[7] = {figures->shm.alpha_us,  figures->shm.beta_gbps,   figures->net.alpha_us,
-                      figures->net.beta_gbps, figures->direct.alpha_us, figures->direct.beta_gbps,
-                      figures->reduce_gbps};
+  // The struct's bytes as they are: every rank runs the same build.
+  static_assert(std::is_trivially_copyable_v<tune::Figures>);
   algo::ExecOp bytes;
   bytes.elem_size = 1;
-  const algo::Schedule schedule = algo::chain_broadcast(ring_params(sizeof(values), 1, 0), 0);
-  execute(schedule, values, values, bytes, "tuner figures");
-  figures->shm = {values[0], values[1]};
-  figures->net = {values[2], values[3]};
-  figures->direct = {values[4], values[5]};
-  figures->reduce_gbps = values[6];
+  const algo::Schedule schedule =
+      algo::chain_broadcast(ring_params(sizeof(tune::Figures), 1, 0), 0);
+  execute(schedule, figures, figures, bytes, "tuner figures");
 }
 
 }  // namespace ccl
