@@ -53,11 +53,15 @@ double median_us(int calls, Body&& body) {
   return times[calls / 2];
 }
 
-// bytes / (time - fixed costs), in GB/s (bytes per ns); `fallback` when the time is all fixed cost.
+// bytes / (time - fixed costs), in GB/s (1e3 bytes per us); `fallback` when the time is all fixed
+// cost.
 double bandwidth_gbps(double bytes, double time_us, double fixed_us, double fallback) {
   const double left_us = time_us - fixed_us;
   return left_us > 0 ? bytes / (left_us * 1e3) : fallback;
 }
+
+// The microseconds `bytes` take at `gbps`.
+double transfer_us(double bytes, double gbps) { return bytes / (gbps * 1e3); }
 
 }  // namespace
 
@@ -108,9 +112,9 @@ tune::Figures Communicator::probe_figures(const tune::Shape& shape) {
   link.alpha_us = empty_ring_us / steps;
   const double moved = steps / nranks_ * kProbeBytes;
   const double reduced = (nranks_ - 1.0) / nranks_ * kProbeBytes;
-  link.beta_gbps =
-      bandwidth_gbps(moved, full_ring_us,
-                     steps * link.alpha_us + reduced / (figures.reduce_gbps * 1e3), link.beta_gbps);
+  link.beta_gbps = bandwidth_gbps(moved, full_ring_us,
+                                  steps * link.alpha_us + transfer_us(reduced, figures.reduce_gbps),
+                                  link.beta_gbps);
   if (shape.nhosts > 1) fit_net_by_exchange(shape, &figures, in.data(), out.data(), sum);
   return figures;
 }
@@ -175,8 +179,8 @@ void Communicator::probe_direct(tune::Figures* figures, const float* in, float* 
             t2);
   figures->direct.alpha_us = a;
   if (x > 0 && y > 0) {
-    figures->direct.beta_gbps = S / (x * 1e3);
-    figures->reduce_gbps = S / (y * 1e3);
+    figures->direct.beta_gbps = bandwidth_gbps(S, x, 0, figures->direct.beta_gbps);
+    figures->reduce_gbps = bandwidth_gbps(S, y, 0, figures->reduce_gbps);
   }
 }
 
