@@ -9,7 +9,7 @@ packages=(
   libhwloc-dev hwloc libxml2-dev libudev-dev libibverbs-dev libucx-dev
   openmpi-bin libopenmpi-dev
   iproute2 procps python3
-  clang-format clang-tidy
+  clang-format clang-tidy clang libclang-rt-14-dev
 )
 
 exec "$(dirname "$0")/apt-install-missing.sh" install-deps "${packages[@]}"

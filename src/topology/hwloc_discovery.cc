@@ -22,6 +22,7 @@
 #include "core/log.h"
 #include "topology/cuda_devices.h"
 #include "topology/nvml_links.h"
+#include "topology/xml_error_guard.h"
 
 namespace ccl::topo {
 namespace {
@@ -260,6 +261,30 @@ void keep_first_xml_error(void*, ErrorPtr error) {
   }
 }
 
+// What hwloc 2.9's loader crashes on instead of rejecting (a NULL dereference in
+// hwloc_topology_load; lstopo --input crashes the same way), found by
+// tests/fuzz/topology_file_fuzz: an object with a cpuset but no complete_cpuset, or a nodeset but
+// no complete_nodeset. hwloc's exports always write both. "" when there is none.
+std::string hwloc_crasher(const xmlNode* node) {
+  for (const xmlNode* e = node; e != nullptr; e = e->next) {
+    if (e->type != XML_ELEMENT_NODE) continue;
+    if (std::strcmp(reinterpret_cast<const char*>(e->name), "object") == 0) {
+      for (const char* set : {"cpuset", "nodeset"}) {
+        const std::string complete = std::string("complete_") + set;
+        const auto* s = reinterpret_cast<const xmlChar*>(set);
+        const auto* c = reinterpret_cast<const xmlChar*>(complete.c_str());
+        if (xmlHasProp(e, s) != nullptr && xmlHasProp(e, c) == nullptr) {
+          return "line " + std::to_string(xmlGetLineNo(e)) + ": an <object> with a " + set +
+                 " but no " + complete;
+        }
+      }
+    }
+    std::string why = hwloc_crasher(e->children);
+    if (!why.empty()) return why;
+  }
+  return "";
+}
+
 // Why `path` is no hwloc XML topology ("" when it looks like one): libxml2 names the line of a
 // syntax error, which hwloc's loader does not report.
 std::string xml_problem(const std::string& path) {
@@ -278,7 +303,7 @@ std::string xml_problem(const std::string& path) {
     xmlNodePtr root = xmlDocGetRootElement(doc);
     const char* name = root != nullptr ? reinterpret_cast<const char*>(root->name) : "";
     why = std::strcmp(name, "topology") == 0
-              ? ""
+              ? hwloc_crasher(root)
               : std::string("the root element is <") + name + ">, not hwloc's <topology>";
     xmlFreeDoc(doc);
   }
@@ -347,6 +372,8 @@ Topology discover_local() {
 
 Topology load_hwloc_xml(const std::string& path) {
 #ifdef CCL_HAVE_HWLOC
+  // Declared before `hwloc`, so it runs after hwloc_topology_destroy has unloaded the plugin.
+  const XmlGenericErrorGuard keep_xml_errors(true);
   if (std::string why = xml_problem(path); !why.empty()) {
     throw_error(cclInvalidArgument, "hwloc XML %s: %s", path.c_str(), why.c_str());
   }
@@ -359,7 +386,14 @@ Topology load_hwloc_xml(const std::string& path) {
     throw_error(cclInvalidArgument, "hwloc XML %s: hwloc rejects it as a topology (%s)",
                 path.c_str(), std::strerror(errno));
   }
-  Topology topo = Converter(hwloc.get()).run();
+  Topology topo;
+  try {
+    topo = Converter(hwloc.get()).run();
+  } catch (const Error& e) {
+    // What hwloc accepts may still not make a topology (two NUMA nodes with one os_index give
+    // one name twice); the message must name the file like every other error here.
+    throw_error(e.code(), "hwloc XML %s: %s", path.c_str(), e.what());
+  }
   log_summary(topo, path.c_str());
   return topo;
 #else

@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "topology/hwloc_discovery.h"
 #include "topology/topology_xml.h"
+#include "topology/xml_error_guard.h"
 
 namespace ccl::topo {
 
@@ -40,6 +41,7 @@ DocPtr parse_document(const std::string& text, const std::string& origin) {
   std::unique_ptr<xmlParserCtxt, void (*)(xmlParserCtxt*)> ctxt(xmlNewParserCtxt(),
                                                                 xmlFreeParserCtxt);
   if (!ctxt) throw_error(cclSystemError, "%s: out of memory", origin.c_str());
+  const XmlGenericErrorGuard quiet(true);  // encoding errors would go to stderr despite NOERROR
   DocPtr doc(xmlCtxtReadMemory(
       ctxt.get(), text.data(), static_cast<int>(text.size()), origin.c_str(), nullptr,
       XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING | XML_PARSE_BIG_LINES));

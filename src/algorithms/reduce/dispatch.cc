@@ -1,9 +1,18 @@
 // Names and sizes of datatypes and ops, and run-time choice of the kernel table for this CPU.
+#include <cpuid.h>
+
 #include "algorithms/reduce/kernel_table.h"
 #include "core/error.h"
 
 namespace ccl::reduce {
 namespace {
+
+// CPUID leaf 1, ECX bit 29, asked directly: clang before 16 knows no "f16c" for
+// __builtin_cpu_supports (a compile error).
+bool has_f16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+}
 
 bool valid_type(cclDataType_t type) { return type >= 0 && type < cclNumTypes; }
 
@@ -11,8 +20,7 @@ bool valid_type(cclDataType_t type) { return type >= 0 && type < cclNumTypes; }
 Isa detect_isa() {
   __builtin_cpu_init();
   // The AVX-512 kernels are also compiled with the AVX2 flags; a level implies the one below.
-  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") &&
-                    __builtin_cpu_supports("fma");
+  const bool avx2 = __builtin_cpu_supports("avx2") && has_f16c() && __builtin_cpu_supports("fma");
   const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") &&
                       __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
                       __builtin_cpu_supports("avx512dq");

@@ -24,6 +24,7 @@
 #include "core/error.h"
 #include "topology/cuda_devices.h"
 #include "topology/nvml_links.h"
+#include "topology/topology_xml.h"
 
 namespace ccl::topo {
 namespace {
@@ -297,6 +298,42 @@ TEST(Discovery, BadHwlocXml) {
   expect_rejected(other.path(), "<system>");
   TempFile empty_topology("<topology version=\"2.0\"></topology>\n");
   expect_rejected(empty_topology.path(), "hwloc");
+  // hwloc 2.9 itself crashes on these (found by tests/fuzz/topology_file_fuzz).
+  TempFile half_cpusets(
+      "<topology version=\"2.0\">\n <object type=\"Machine\" os_index=\"0\" cpuset=\"0x1\" "
+      "nodeset=\"0x1\" complete_nodeset=\"0x1\" gp_index=\"1\"/>\n</topology>\n");
+  expect_rejected(half_cpusets.path(), "line 2: an <object> with a cpuset but no complete_cpuset");
+  TempFile half_nodesets(
+      "<topology version=\"2.0\">\n <object type=\"Machine\" cpuset=\"0x1\" "
+      "complete_cpuset=\"0x1\">\n  <object type=\"NUMANode\" os_index=\"0\" cpuset=\"0x1\" "
+      "complete_cpuset=\"0x1\" nodeset=\"0x1\"/>\n </object>\n</topology>\n");
+  expect_rejected(half_nodesets.path(),
+                  "line 3: an <object> with a nodeset but no complete_nodeset");
+  // hwloc accepts two NUMA nodes with one os_index; the converter names both "numa0".
+  std::string twin_numas = kGpuBox;
+  const std::string numa1 = "type=\"NUMANode\" os_index=\"1\"";
+  ASSERT_NE(twin_numas.find(numa1), std::string::npos);
+  twin_numas.replace(twin_numas.find(numa1), numa1.size(), "type=\"NUMANode\" os_index=\"0\"");
+  TempFile twins(twin_numas);
+  expect_rejected(twins.path(), "numa0");
+}
+
+// hwloc's libxml2 plugin installs a libxml2 error handler that lives in the plugin, and hwloc
+// unloads the plugin with its last topology: libxml2's next "generic" error (an undecodable
+// encoding) jumped into unmapped memory. Found by tests/fuzz/topology_file_fuzz; ctest runs each
+// test in a process of its own, where no other topology keeps the plugin loaded.
+TEST(Discovery, XmlErrorAfterAnHwlocFile) {
+  TempFile box(kGpuBox);
+  EXPECT_EQ(load_hwloc_xml(box.path()).of_type(NodeType::Gpu).size(), 1u);
+  const std::string bad_encoding =
+      "<?xml version=\"1.0\" encoding=\"UTF-.8\"?>\n<ccl_topology version=\"1\">\xff"
+      "</ccl_topology>\n";
+  TempFile bad(bad_encoding);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_THROW(from_xml(bad_encoding, "bad.xml"), Error);
+    EXPECT_THROW(load_topology_file(bad.path()), Error);
+    EXPECT_THROW(load_hwloc_xml(bad.path()), Error);
+  }
 }
 #else
 TEST(Discovery, NoHwlocXml) {

@@ -286,7 +286,10 @@ TEST(ShmThreads, BadPeersRejected) {
 TEST(ShmThreads, OptionsValidated) {
   transport::SetupContext ctx;
   for (auto [slots, bytes] : {std::pair<size_t, size_t>{0, 4096}, {2, 0}, {2, 100}, {5000, 64}}) {
-    Error e = error_of([&] { transport::make_shm_transport(ctx, small_ring(slots, bytes)); });
+    // Captured by name: clang before 16 cannot capture structured bindings.
+    Error e = error_of([&, slots = slots, bytes = bytes] {
+      transport::make_shm_transport(ctx, small_ring(slots, bytes));
+    });
     EXPECT_EQ(e.code(), cclInvalidUsage) << slots << " x " << bytes;
   }
 }
