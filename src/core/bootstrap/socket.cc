@@ -179,6 +179,16 @@ std::string SocketAddress::host() const {
   return buf;
 }
 
+bool SocketAddress::is_wildcard() const {
+  if (family() == AF_INET) {
+    return reinterpret_cast<const sockaddr_in*>(&storage)->sin_addr.s_addr == htonl(INADDR_ANY);
+  }
+  if (family() == AF_INET6) {
+    return IN6_IS_ADDR_UNSPECIFIED(&reinterpret_cast<const sockaddr_in6*>(&storage)->sin6_addr);
+  }
+  return false;
+}
+
 std::string SocketAddress::to_string() const {
   if (family() == AF_INET6) return "[" + host() + "]:" + std::to_string(port());
   if (family() == AF_INET) return host() + ":" + std::to_string(port());

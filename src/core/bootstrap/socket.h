@@ -26,6 +26,7 @@ struct SocketAddress {
   uint16_t port() const;
   void set_port(uint16_t port);
   std::string host() const;       // numeric
+  bool is_wildcard() const;       // 0.0.0.0 or ::, i.e. every address of the host
   std::string to_string() const;  // host:port, [v6]:port
 };
 

@@ -25,6 +25,23 @@ Hello decode_hello(const uint8_t* data) {
   return h;
 }
 
+std::string hello_problem(const Hello& h, const Secret& secret, int expected) {
+  if (h.magic != kHelloMagic) return "not a ccl store client (bad magic)";
+  if (h.version != kVersion) {
+    return "protocol version " + std::to_string(h.version) + ", expected " +
+           std::to_string(kVersion);
+  }
+  if (!secrets_equal(h.secret, secret)) return "wrong secret";
+  if (h.nranks < 1 || h.nranks > kMaxRanks || h.rank < 0 || h.rank >= h.nranks) {
+    return "rank " + std::to_string(h.rank) + " of " + std::to_string(h.nranks) + " is not valid";
+  }
+  if (expected > 0 && h.nranks != expected) {
+    return "nranks " + std::to_string(h.nranks) + " differs from the " + std::to_string(expected) +
+           " announced by earlier ranks";
+  }
+  return "";
+}
+
 namespace {
 
 void put_string(Bytes& b, const std::string& s) {
@@ -163,6 +180,46 @@ Parse parse_request(const uint8_t* data, size_t size, Request* out, size_t* cons
       break;
     }
     case Op::kGet:
+      break;
+  }
+  *consumed = in.pos();
+  *out = std::move(r);
+  return Parse::kComplete;
+}
+
+Parse parse_reply(Op op, const uint8_t* data, size_t size, Reply* out, size_t* consumed,
+                  size_t* need, std::string* error) {
+  Reader in(data, size);
+  auto incomplete = [&] {
+    *need = in.need();
+    return Parse::kIncomplete;
+  };
+  if (!in.have(1)) return incomplete();
+  const uint8_t status = in.u8();
+  if (status != kStatusOk) {
+    *error = "store server answered with status " + std::to_string(status);
+    return Parse::kInvalid;
+  }
+  Reply r;
+  switch (op) {
+    case Op::kGet: {
+      if (!in.have(4)) return incomplete();
+      const uint32_t len = in.u32();
+      if (len > kMaxValueBytes) {
+        *error = "reply announces " + std::to_string(len) + " bytes";
+        return Parse::kInvalid;
+      }
+      if (!in.have(len)) return incomplete();
+      const uint8_t* p = in.take(len);
+      r.value.assign(p, p + len);
+      break;
+    }
+    case Op::kAdd:
+      if (!in.have(8)) return incomplete();
+      r.counter = in.u64();
+      break;
+    case Op::kSet:
+    case Op::kWait:
       break;
   }
   *consumed = in.pos();

@@ -45,8 +45,11 @@ struct Request {
 enum class Parse { kIncomplete, kComplete, kInvalid };
 
 Bytes encode_hello(const Hello& hello);
-// Needs exactly kHelloBytes bytes. Checks nothing but the layout: the caller judges the fields.
+// Needs exactly kHelloBytes bytes. Checks nothing but the layout: hello_problem judges the fields.
 Hello decode_hello(const uint8_t* data);
+// Why the server (holding `secret`, and expecting `expected` ranks, or any count when <= 0) must
+// refuse `hello`; empty when it may accept it.
+std::string hello_problem(const Hello& hello, const Secret& secret, int expected);
 
 Bytes encode_request(const Request& request);
 // kComplete: *out holds the request and *consumed its size. kIncomplete: *need is a lower bound
@@ -54,6 +57,17 @@ Bytes encode_request(const Request& request);
 // kInvalid: *error says why (an unknown op, or a length over its bound).
 Parse parse_request(const uint8_t* data, size_t size, Request* out, size_t* consumed, size_t* need,
                     std::string* error);
+
+// The server's answer: a status byte (kStatusOk), then for GET the value (u32 length and bytes),
+// for ADD the new counter (u64); SET and WAIT have nothing more.
+struct Reply {
+  Bytes value;           // GET
+  uint64_t counter = 0;  // ADD
+};
+// The answer to a request of type `op`, with parse_request's contract. kInvalid for a status
+// other than kStatusOk or a value over kMaxValueBytes.
+Parse parse_reply(Op op, const uint8_t* data, size_t size, Reply* out, size_t* consumed,
+                  size_t* need, std::string* error);
 
 // Little-endian field helpers.
 inline void put_u32(Bytes& b, uint32_t v) {

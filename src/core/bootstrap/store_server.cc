@@ -6,10 +6,17 @@
 // are answered in order. A GET or WAIT whose keys are missing is parked until a SET or ADD makes
 // them exist. A client's next request is only parsed once the previous reply is fully sent, which
 // bounds what a client that never reads can make us buffer.
+//
+// Until its hello is checked a connection is a stranger: it may make us buffer no more than a
+// hello, it is dropped at its first wrong magic or version byte or at its hello deadline, and
+// strangers together hold at most max_pending descriptors (the oldest goes first), so that neither
+// garbage, a slow trickle nor a flood of connections keeps a real rank out.
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -24,7 +31,6 @@ namespace {
 using namespace store_wire;
 using namespace store_server_detail;
 
-constexpr size_t kMaxPending = 1024;  // connections that have not said hello yet
 constexpr size_t kReadChunk = 64 * 1024;
 constexpr int kBacklog = 1024;
 constexpr auto kAcceptPause = std::chrono::milliseconds(100);  // after EMFILE and the like
@@ -100,7 +106,9 @@ void StoreServer::Impl::loop() {
     std::erase_if(clients, [](const auto& entry) { return entry.second.closing; });
     const char* why = nullptr;
     if (done(now, &why)) {
-      CCL_INFO(kBootstrap, "store server %s finished: %s", address.to_string().c_str(), why);
+      CCL_INFO(kBootstrap,
+               "store server %s finished: %s (strangers: %zu dropped, %zu closed at the end)",
+               address.to_string().c_str(), why, strangers_dropped, pending);
       return;
     }
   }
@@ -142,27 +150,25 @@ void StoreServer::Impl::accept_all() {
       int err = errno;
       if (err == EAGAIN || err == EWOULDBLOCK) return;
       if (err == EINTR || err == ECONNABORTED || err == EPROTO) continue;
-      // Out of descriptors or memory: pause accepting (poll would report the listener ready
-      // forever) and make room by giving up the oldest connection that has not said hello.
-      CCL_WARN(kBootstrap, "store server %s: accept: %s", address.to_string().c_str(),
-               strerror(err));
-      accept_paused_until = Clock::now() + kAcceptPause;
-      for (auto& [id, c] : clients) {
-        if (!c.authenticated && !c.closing) {
-          drop(c, "out of descriptors", false);
-          break;
-        }
+      // Out of descriptors or memory. If strangers hold some, lower their cap below what they
+      // hold and give up the oldest, then go on accepting at full speed: real ranks queued
+      // behind a flood must get in. Otherwise pause accepting for a moment (poll would report
+      // the listener ready forever).
+      if (pending == 0) {
+        CCL_WARN(kBootstrap, "store server %s: accept: %s", address.to_string().c_str(),
+                 strerror(err));
+        accept_paused_until = Clock::now() + kAcceptPause;
+        return;
       }
-      return;
-    }
-    if (pending >= kMaxPending) {
-      for (auto& [id, c] : clients) {
-        if (!c.authenticated && !c.closing) {
-          drop(c, "too many connections without a hello", true);
-          break;
-        }
+      max_pending = std::max<size_t>(1, pending - (pending + 3) / 4);
+      CCL_WARN(kBootstrap,
+               "store server %s: accept: %s; at most %zu connections may now wait for a hello",
+               address.to_string().c_str(), strerror(err), max_pending);
+      while (pending >= max_pending && drop_oldest_pending("out of descriptors")) {
       }
+      continue;
     }
+    if (pending >= max_pending) drop_oldest_pending("too many connections without a hello");
     Client c;
     c.id = next_id++;
     c.socket = Socket(fd);
@@ -176,8 +182,21 @@ void StoreServer::Impl::accept_all() {
     c.need = kHelloBytes;
     ++pending;
     uint64_t id = c.id;
-    clients.emplace(id, std::move(c));
+    // A real rank sends its hello right after connecting: read it now, so that it is checked
+    // before a flood of later connections can push this one out as the oldest stranger.
+    Client& added = clients.emplace(id, std::move(c)).first->second;
+    read_from(added, POLLIN);
   }
+}
+
+bool StoreServer::Impl::drop_oldest_pending(const char* why) {
+  for (auto& [id, c] : clients) {  // ordered by id: the oldest first
+    if (!c.authenticated && !c.closing) {
+      drop(c, why, true);
+      return true;
+    }
+  }
+  return false;
 }
 
 void StoreServer::Impl::read_from(Client& c, short revents) {
@@ -207,6 +226,14 @@ void StoreServer::Impl::read_from(Client& c, short revents) {
   }
   if (!c.authenticated) on_hello(c);
   if (c.authenticated && !c.closing) process(c);
+}
+
+size_t store_server_detail::max_pending_connections() {
+  rlimit nofile{};
+  rlim_t limit = 1024;
+  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur != RLIM_INFINITY)
+    limit = nofile.rlim_cur;
+  return static_cast<size_t>(std::clamp<rlim_t>(limit / 8, 16, 256));
 }
 
 // ---- StoreServer ----
@@ -240,6 +267,19 @@ std::unique_ptr<StoreServer> StoreServer::start(const SocketAddress& address, co
   }
   s.listener.set_nonblocking(true);
   s.address = s.listener.local_address();
+  if (s.address.is_wildcard()) {
+    CCL_WARN(kBootstrap,
+             "store server listens on every address (%s): give the rendezvous the address of "
+             "one interface so that it is reachable only there",
+             s.address.to_string().c_str());
+  }
+  if (secret == Secret{}) {
+    CCL_WARN(kBootstrap,
+             "store server %s has no secret (CCL_COMM_SECRET unset?): any process that reaches "
+             "it can join",
+             s.address.to_string().c_str());
+  }
+  s.max_pending = max_pending_connections();
   s.secret = secret;
   s.idle_timeout = idle_timeout;
   s.wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);

@@ -23,6 +23,14 @@ using store_wire::Op;
 
 constexpr auto kHelloTimeout = std::chrono::seconds(5);
 constexpr size_t kInputCap = store_wire::kMaxRequestBytes + 64;
+// Dropped strangers are logged one by one up to this many, then only counted: a flood must not
+// become a flood of log lines.
+constexpr size_t kStrangersLogged = 8;
+
+// How many connections may wait for their hello at once: a share of the descriptor limit, since
+// the server lives in a rank's process and a flood must not leave the communicator without
+// descriptors; at the cap the oldest waiting connection makes room for the newest.
+size_t max_pending_connections();
 
 struct Client {
   uint64_t id = 0;
@@ -74,12 +82,15 @@ struct StoreServer::Impl {
   int expected = -1;
   std::unordered_set<int> seen_ranks;
   size_t authenticated = 0, pending = 0;
+  size_t max_pending = 256;
+  size_t strangers_dropped = 0;  // connections dropped before a valid hello
   Clock::time_point idle_since;
   Clock::time_point accept_paused_until{};
 
   void run();
   void loop();
   void accept_all();
+  bool drop_oldest_pending(const char* why);  // false if no connection waits for a hello
   void read_from(Client& c, short revents);
   void flush(Client& c);
   void on_hello(Client& c);

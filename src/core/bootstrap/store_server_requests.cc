@@ -15,22 +15,22 @@ using namespace store_wire;
 using namespace store_server_detail;
 
 void StoreServer::Impl::on_hello(Client& c) {
+  // The magic and the version are judged as soon as they arrive: garbage is dropped at once
+  // instead of being waited for until the hello deadline.
+  if (c.in.size() >= 4 && get_u32(c.in.data()) != kHelloMagic) {
+    drop(c, "not a ccl store client (bad magic)", true);
+    return;
+  }
+  if (c.in.size() >= 8 && get_u32(c.in.data() + 4) != kVersion) {
+    drop(c,
+         "protocol version " + std::to_string(get_u32(c.in.data() + 4)) + ", expected " +
+             std::to_string(kVersion),
+         true);
+    return;
+  }
   if (c.in.size() < kHelloBytes) return;
   Hello h = decode_hello(c.in.data());
-  std::string why;
-  if (h.magic != kHelloMagic) {
-    why = "not a ccl store client (bad magic)";
-  } else if (h.version != kVersion) {
-    why =
-        "protocol version " + std::to_string(h.version) + ", expected " + std::to_string(kVersion);
-  } else if (!secrets_equal(h.secret, secret)) {
-    why = "wrong secret";
-  } else if (h.nranks < 1 || h.nranks > kMaxRanks || h.rank < 0 || h.rank >= h.nranks) {
-    why = "rank " + std::to_string(h.rank) + " of " + std::to_string(h.nranks) + " is not valid";
-  } else if (expected > 0 && h.nranks != expected) {
-    why = "nranks " + std::to_string(h.nranks) + " differs from the " + std::to_string(expected) +
-          " announced by earlier ranks";
-  }
+  const std::string why = hello_problem(h, secret, expected);
   if (!why.empty()) {
     drop(c, why, true);
     return;
@@ -177,9 +177,15 @@ void StoreServer::Impl::flush(Client& c) {
 void StoreServer::Impl::drop(Client& c, const std::string& why, bool warn) {
   if (c.closing) return;
   c.closing = true;
+  // A flood must not become a flood of log lines: strangers beyond the first few are traced.
+  const bool stranger = !c.authenticated;
+  if (stranger && ++strangers_dropped > kStrangersLogged) warn = false;
   if (warn && !quiet()) {
-    CCL_WARN(kBootstrap, "store server %s: dropping connection from %s (rank %d): %s",
-             address.to_string().c_str(), c.peer.c_str(), c.rank, why.c_str());
+    CCL_WARN(kBootstrap, "store server %s: dropping connection from %s (rank %d): %s%s",
+             address.to_string().c_str(), c.peer.c_str(), c.rank, why.c_str(),
+             stranger && strangers_dropped == kStrangersLogged
+                 ? " (further strangers are dropped without a warning)"
+                 : "");
   } else if (!quiet()) {
     CCL_TRACE(kBootstrap, "store server: connection from %s (rank %d) ended: %s", c.peer.c_str(),
               c.rank, why.c_str());

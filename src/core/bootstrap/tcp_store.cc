@@ -53,11 +53,10 @@ std::unique_ptr<TcpStore> TcpStore::connect(const SocketAddress& server, const S
 
 namespace {
 
-// Sends `request` and receives the fixed part of its reply (status and `reply_bytes` more),
-// closing the connection on any failure. Runs with the store's mutex held.
-template <typename ReadRest>
-void round_trip(Socket& socket, const AbortFlag* abort, const Request& request, Deadline deadline,
-                const char* what, const std::string& key, ReadRest&& read_rest) {
+// Sends `request` and receives its whole reply, closing the connection on any failure. Runs with
+// the store's mutex held.
+Reply round_trip(Socket& socket, const AbortFlag* abort, const Request& request, Deadline deadline,
+                 const char* what, const std::string& key) {
   if (!socket.valid()) {
     throw_error(cclRemoteError,
                 "store %s '%s': the connection to the store server was closed after an earlier "
@@ -73,12 +72,26 @@ void round_trip(Socket& socket, const AbortFlag* abort, const Request& request, 
   try {
     Bytes bytes = encode_request(request);
     socket.send_all(bytes.data(), bytes.size(), deadline, abort);
-    uint8_t status = 0;
-    socket.recv_all(&status, 1, deadline, abort);
-    if (status != kStatusOk) {
-      throw_error(cclRemoteError, "store server answered with status %u", status);
+    // Reads exactly what the reply is known to need so far: nothing past it is ever taken from
+    // the socket, and parse_reply's bound on the length is checked before the value is read.
+    Bytes in;
+    size_t need = 1;
+    for (;;) {
+      const size_t have = in.size();
+      in.resize(need);
+      socket.recv_all(in.data() + have, need - have, deadline, abort);
+      Reply reply;
+      size_t consumed = 0;
+      std::string error;
+      switch (parse_reply(request.op, in.data(), in.size(), &reply, &consumed, &need, &error)) {
+        case Parse::kComplete:
+          return reply;
+        case Parse::kInvalid:
+          throw_error(cclRemoteError, "%s", error.c_str());
+        case Parse::kIncomplete:
+          break;
+      }
     }
-    read_rest(deadline);
   } catch (const Error& e) {
     socket.close();
     const bool was_aborted = abort != nullptr && abort->load();
@@ -110,7 +123,7 @@ void TcpStore::set(const std::string& key, const Bytes& value) {
   r.key = key;
   r.value = value;
   std::lock_guard<std::mutex> lock(mutex_);
-  round_trip(socket_, abort_, r, internal_deadline(), "set", key, [](Deadline) {});
+  round_trip(socket_, abort_, r, internal_deadline(), "set", key);
 }
 
 Bytes TcpStore::get(const std::string& key, Deadline deadline) {
@@ -118,17 +131,8 @@ Bytes TcpStore::get(const std::string& key, Deadline deadline) {
   Request r;
   r.op = Op::kGet;
   r.key = key;
-  Bytes value;
   std::lock_guard<std::mutex> lock(mutex_);
-  round_trip(socket_, abort_, r, deadline, "get", key, [&](Deadline d) {
-    uint8_t len_bytes[4];
-    socket_.recv_all(len_bytes, sizeof(len_bytes), d, abort_);
-    uint32_t len = get_u32(len_bytes);
-    if (len > kMaxValueBytes) throw_error(cclRemoteError, "reply announces %u bytes", len);
-    value.resize(len);
-    socket_.recv_all(value.data(), len, d, abort_);
-  });
-  return value;
+  return round_trip(socket_, abort_, r, deadline, "get", key).value;  // an xvalue: moved
 }
 
 int64_t TcpStore::add(const std::string& key, int64_t delta) {
@@ -137,14 +141,9 @@ int64_t TcpStore::add(const std::string& key, int64_t delta) {
   r.op = Op::kAdd;
   r.key = key;
   r.delta = delta;
-  int64_t result = 0;
   std::lock_guard<std::mutex> lock(mutex_);
-  round_trip(socket_, abort_, r, internal_deadline(), "add", key, [&](Deadline d) {
-    uint8_t bytes[8];
-    socket_.recv_all(bytes, sizeof(bytes), d, abort_);
-    result = static_cast<int64_t>(get_u64(bytes));
-  });
-  return result;
+  return static_cast<int64_t>(
+      round_trip(socket_, abort_, r, internal_deadline(), "add", key).counter);
 }
 
 void TcpStore::wait(const std::vector<std::string>& keys, Deadline deadline) {
@@ -166,7 +165,7 @@ void TcpStore::wait(const std::vector<std::string>& keys, Deadline deadline) {
   r.op = Op::kWait;
   r.keys = keys;
   std::lock_guard<std::mutex> lock(mutex_);
-  round_trip(socket_, abort_, r, deadline, "wait", keys.front(), [](Deadline) {});
+  round_trip(socket_, abort_, r, deadline, "wait", keys.front());
 }
 
 }  // namespace ccl

@@ -2,8 +2,10 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/bootstrap/store.h"
@@ -14,6 +16,12 @@ namespace ccl::transport::tcp {
 namespace {
 
 constexpr std::chrono::milliseconds kPollSlice{100};
+// A flood is accepted this many connections per poll round, so that the hellos of connections
+// already accepted are read in between (a real rank's is there at once) before the cap evicts.
+constexpr int kAcceptsPerRound = 32;
+constexpr auto kAcceptPause = std::chrono::milliseconds(100);  // after EMFILE and the like
+// Dropped strangers are logged one by one up to this many, then only counted.
+constexpr size_t kStrangersLogged = 8;
 
 timespec to_timespec(std::chrono::microseconds us) {
   return timespec{static_cast<time_t>(us.count() / 1000000),
@@ -28,6 +36,22 @@ std::string rank_list(const std::vector<int>& ranks) {
 
 }  // namespace
 
+std::string hello_problem(const Hello& h, int rank, int nranks, uint64_t tag_hash) {
+  if (h.magic != kHelloMagic || h.version != kHelloVersion || h.kind != kHelloKindHello) {
+    return "it did not send a ccl tcp hello";
+  }
+  if (h.tag_hash != tag_hash || h.nranks != nranks) return "its hello is for another communicator";
+  if (h.rank <= rank || h.rank >= nranks) {
+    return "it says it is rank " + std::to_string(h.rank) + ", which must not connect to us";
+  }
+  return "";
+}
+
+bool ack_matches(const Hello& a, int peer, int nranks, uint64_t tag_hash) {
+  return a.magic == kHelloMagic && a.version == kHelloVersion && a.kind == kHelloKindAck &&
+         a.rank == peer && a.nranks == nranks && a.tag_hash == tag_hash;
+}
+
 Handshake::Handshake(int rank, int nranks, std::string comm_tag)
     : rank_(rank),
       nranks_(nranks),
@@ -38,8 +62,36 @@ std::string Handshake::address_key(const std::string& comm_tag, int rank) {
   return comm_tag + "/tcp/" + std::to_string(rank);
 }
 
-Hello Handshake::make_hello(uint16_t kind) const {
-  return Hello{kHelloMagic, kHelloVersion, kind, rank_, nranks_, tag_hash_};
+std::string Handshake::encode_published(const std::string& address, const Secret& token) {
+  return address + " " + secret_to_hex(token);
+}
+
+Handshake::Published Handshake::decode_published(const std::string& value) {
+  Published p;
+  const size_t space = value.rfind(' ');
+  if (space == std::string::npos || !secret_from_hex(value.substr(space + 1), &p.token)) {
+    // The value is not echoed: it may hold a token.
+    throw_error(cclRemoteError,
+                "tcp: a published listener address (%zu bytes) is not 'host:port token': a "
+                "rank of another ccl version?",
+                value.size());
+  }
+  p.address = value.substr(0, space);
+  return p;
+}
+
+size_t Handshake::max_incoming() {
+  rlimit nofile{};
+  rlim_t limit = 1024;
+  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur != RLIM_INFINITY)
+    limit = nofile.rlim_cur;
+  return static_cast<size_t>(std::clamp<rlim_t>(limit / 16, 16, 128));
+}
+
+Hello Handshake::make_hello(uint16_t kind, const Secret& token) const {
+  Hello h{kHelloMagic, kHelloVersion, kind, rank_, nranks_, tag_hash_, {}};
+  std::memcpy(h.token, token.data(), sizeof(h.token));
+  return h;
 }
 
 void Handshake::ensure_listening(Store& store) {
@@ -48,7 +100,8 @@ void Handshake::ensure_listening(Store& store) {
   listener_ = Socket::listen(iface.address);
   listener_.set_nonblocking(true);
   listen_address_ = listener_.local_address().to_string();
-  store.set(address_key(comm_tag_, rank_), to_bytes(listen_address_));
+  token_ = random_secret();
+  store.set(address_key(comm_tag_, rank_), to_bytes(encode_published(listen_address_, token_)));
   CCL_INFO(kNet | kInit, "tcp: rank %d listening on %s (interface %s)", rank_,
            listen_address_.c_str(), iface.name.c_str());
 }
@@ -75,12 +128,14 @@ std::map<int, EstablishedSocket> Handshake::establish(const SetupContext& ctx,
   std::vector<Outgoing> outgoing;
   for (int p : peers) {
     if (p > rank_) continue;
-    std::string address = to_string(ctx.store->get(address_key(comm_tag_, p), ctx.deadline));
-    Socket socket = Socket::connect(SocketAddress::parse(address), ctx.deadline, ctx.abort);
-    Hello hello = make_hello(kHelloKindHello);
+    Published published =
+        decode_published(to_string(ctx.store->get(address_key(comm_tag_, p), ctx.deadline)));
+    Socket socket =
+        Socket::connect(SocketAddress::parse(published.address), ctx.deadline, ctx.abort);
+    Hello hello = make_hello(kHelloKindHello, published.token);
     socket.send_all(&hello, sizeof(hello), ctx.deadline, ctx.abort);
     socket.set_nonblocking(true);
-    outgoing.push_back(Outgoing{p, std::move(socket), address});
+    outgoing.push_back(Outgoing{p, std::move(socket), published.address, published.token});
   }
 
   for (;;) {
@@ -100,8 +155,10 @@ std::map<int, EstablishedSocket> Handshake::establish(const SetupContext& ctx,
                   "[%s], no answer from rank(s) [%s])",
                   rank_, rank_list(missing).c_str(), rank_list(unacked).c_str());
     }
+    drop_expired_incoming();
     std::vector<pollfd> fds;
-    fds.push_back(pollfd{listener_.fd(), POLLIN, 0});
+    const bool accepting = Clock::now() >= accept_paused_until_;
+    fds.push_back(pollfd{accepting ? listener_.fd() : -1, POLLIN, 0});
     for (const Incoming& in : incoming_) fds.push_back(pollfd{in.socket.fd(), POLLIN, 0});
     for (const Outgoing& out : outgoing) fds.push_back(pollfd{out.socket.fd(), POLLIN, 0});
     timespec slice = to_timespec(ctx.deadline.remaining(kPollSlice));
@@ -135,25 +192,71 @@ std::map<int, EstablishedSocket> Handshake::establish(const SetupContext& ctx,
 }
 
 void Handshake::accept_pending() {
-  for (;;) {
+  if (incoming_cap_ == 0) incoming_cap_ = max_incoming();
+  for (int round = 0; round < kAcceptsPerRound; ++round) {
     SocketAddress address;
     address.length = sizeof(address.storage);
     int fd = ::accept4(listener_.fd(), reinterpret_cast<sockaddr*>(&address.storage),
                        &address.length, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
-      if (errno == EINTR || errno == ECONNABORTED) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return;
-      throw_system_error(errno, "tcp: accept on %s", listen_address_.c_str());
+      const int err = errno;
+      if (err == EINTR || err == ECONNABORTED || err == EPROTO) continue;
+      if (err == EAGAIN || err == EWOULDBLOCK) return;
+      if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM) {
+        // Out of descriptors or memory. If strangers hold some, lower their cap below what they
+        // hold and give up the oldest, then go on accepting: real ranks queued behind a flood
+        // must get in. Otherwise stop polling the listener for a moment (it would stay readable
+        // and spin the loop).
+        if (incoming_.empty()) {
+          CCL_WARN(kNet, "tcp: rank %d: accept on %s: %s", rank_, listen_address_.c_str(),
+                   std::strerror(err));
+          accept_paused_until_ = Clock::now() + kAcceptPause;
+          return;
+        }
+        incoming_cap_ = std::max<size_t>(1, incoming_.size() - (incoming_.size() + 3) / 4);
+        CCL_WARN(kNet,
+                 "tcp: rank %d: accept on %s: %s; at most %zu connections may now wait for "
+                 "a hello",
+                 rank_, listen_address_.c_str(), std::strerror(err), incoming_cap_);
+        while (incoming_.size() >= incoming_cap_) {
+          note_stranger(incoming_.front().address, "out of descriptors");
+          incoming_.erase(incoming_.begin());
+        }
+        continue;
+      }
+      throw_system_error(err, "tcp: accept on %s", listen_address_.c_str());
     }
     Incoming in;
     in.socket = Socket(fd);
     in.address = address.to_string();
-    if (incoming_.size() >= kMaxIncoming) {
-      CCL_WARN(kNet, "tcp: rank %d: too many connections without a hello; closing the one from %s",
-               rank_, incoming_.front().address.c_str());
+    in.deadline = Clock::now() + kHelloTimeout;
+    if (incoming_.size() >= incoming_cap_) {
+      note_stranger(incoming_.front().address, "too many connections without a hello");
       incoming_.erase(incoming_.begin());
     }
     incoming_.push_back(std::move(in));
+  }
+}
+
+void Handshake::drop_expired_incoming() {
+  const auto now = Clock::now();
+  std::erase_if(incoming_, [&](const Incoming& in) {
+    if (now < in.deadline) return false;
+    note_stranger(in.address,
+                  "no whole hello within " + std::to_string(kHelloTimeout.count()) + " s");
+    return true;
+  });
+}
+
+void Handshake::note_stranger(const std::string& address, const std::string& reason) {
+  ++strangers_dropped_;
+  if (strangers_dropped_ <= kStrangersLogged) {
+    CCL_WARN(kNet, "tcp: rank %d: dropped the connection from %s: %s%s", rank_, address.c_str(),
+             reason.c_str(),
+             strangers_dropped_ == kStrangersLogged ? " (further ones are dropped silently)" : "");
+  } else {
+    CCL_TRACE(kNet, "tcp: rank %d: dropped the connection from %s: %s", rank_, address.c_str(),
+              reason.c_str());
   }
 }
 
@@ -163,20 +266,22 @@ bool Handshake::read_hello(Incoming& in, const std::set<int>& expected,
                      sizeof(Hello) - in.got, MSG_DONTWAIT);
   if (n < 0) {
     if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) return false;
-    CCL_WARN(kNet, "tcp: rank %d: connection from %s failed before its hello: %s; ignored", rank_,
-             in.address.c_str(), std::strerror(errno));
+    note_stranger(in.address, std::string("failed before its hello: ") + std::strerror(errno));
     return true;
   }
   if (n == 0) {
-    CCL_WARN(kNet, "tcp: rank %d: connection from %s closed before its hello; ignored", rank_,
-             in.address.c_str());
+    note_stranger(in.address, "closed before its hello");
     return true;
   }
   in.got += static_cast<size_t>(n);
+  if (in.got >= sizeof(in.hello.magic) && in.hello.magic != kHelloMagic) {
+    note_stranger(in.address, "it did not send a ccl tcp hello");  // garbage: no need to wait
+    return true;
+  }
   if (in.got < sizeof(Hello)) return false;
   if (!validate_hello(in, result)) return true;
 
-  Hello ack = make_hello(kHelloKindAck);
+  Hello ack = make_hello(kHelloKindAck, token_);
   ssize_t w = ::send(in.socket.fd(), &ack, sizeof(ack), MSG_NOSIGNAL | MSG_DONTWAIT);
   if (w != static_cast<ssize_t>(sizeof(ack))) {
     CCL_WARN(kNet, "tcp: rank %d: cannot answer rank %d at %s: %s; dropped", rank_, in.hello.rank,
@@ -194,23 +299,22 @@ bool Handshake::read_hello(Incoming& in, const std::set<int>& expected,
   return true;
 }
 
-bool Handshake::validate_hello(const Incoming& in,
-                               const std::map<int, EstablishedSocket>& result) const {
+bool Handshake::validate_hello(const Incoming& in, const std::map<int, EstablishedSocket>& result) {
   const Hello& h = in.hello;
-  std::string reason;
-  if (h.magic != kHelloMagic || h.version != kHelloVersion || h.kind != kHelloKindHello) {
-    reason = "it did not send a ccl tcp hello";
-  } else if (h.tag_hash != tag_hash_ || h.nranks != nranks_) {
-    reason = "its hello is for another communicator";
-  } else if (h.rank <= rank_ || h.rank >= nranks_) {
-    reason = "it says it is rank " + std::to_string(h.rank) + ", which must not connect to us";
-  } else if (established_.count(h.rank) || stashed_.count(h.rank) || result.count(h.rank)) {
-    reason = "rank " + std::to_string(h.rank) + " is connected already";
-  } else {
-    return true;
+  std::string reason = hello_problem(h, rank_, nranks_, tag_hash_);
+  Secret token{};
+  std::memcpy(token.data(), h.token, token.size());
+  // Constant time: how long the check takes must not tell how much of a guess was right.
+  if (reason.empty() && !secrets_equal(token, token_)) {
+    reason = "its hello does not carry this listener's token";
   }
-  CCL_WARN(kNet, "tcp: rank %d: dropped the connection from %s: %s", rank_, in.address.c_str(),
-           reason.c_str());
+  if (reason.empty()) {
+    if (!established_.count(h.rank) && !stashed_.count(h.rank) && !result.count(h.rank)) {
+      return true;
+    }
+    reason = "rank " + std::to_string(h.rank) + " is connected already";
+  }
+  note_stranger(in.address, reason);
   return false;
 }
 
@@ -230,8 +334,9 @@ bool Handshake::read_ack(Outgoing& out) {
   out.got += static_cast<size_t>(n);
   if (out.got < sizeof(Hello)) return false;
   const Hello& a = out.ack;
-  if (a.magic != kHelloMagic || a.version != kHelloVersion || a.kind != kHelloKindAck ||
-      a.rank != out.peer || a.nranks != nranks_ || a.tag_hash != tag_hash_) {
+  Secret token{};
+  std::memcpy(token.data(), a.token, token.size());
+  if (!ack_matches(a, out.peer, nranks_, tag_hash_) || !secrets_equal(token, out.token)) {
     throw_error(cclRemoteError,
                 "tcp: rank %d: %s (published by rank %d) is not rank %d of this communicator",
                 rank_, out.address.c_str(), out.peer, out.peer);

@@ -3,10 +3,15 @@
 //
 // For each pair of ranks the higher connects to the lower's published address and sends a Hello;
 // the lower checks it (magic, version, communicator tag, nranks, a rank above its own that it has
-// not seen yet) and answers with an ack. A connection that fails the checks is logged and closed,
-// and accepting goes on. A valid hello from a rank this call does not expect (it is already in a
-// later connect() of ours) is acked and kept for that call, so ranks need not call connect() with
-// the same peer lists in the same order.
+// not seen yet, and the listener token published with the address) and answers with an ack. A
+// connection that fails the checks is logged and closed, and accepting goes on. A valid hello from
+// a rank this call does not expect (it is already in a later connect() of ours) is acked and kept
+// for that call, so ranks need not call connect() with the same peer lists in the same order.
+//
+// Strangers on the listener cost little: a connection whose hello is not whole within
+// kHelloTimeout is dropped, at most max_incoming() of them are kept (the oldest goes first), a
+// flood is accepted in bounded rounds, and running out of descriptors lowers that cap instead of
+// failing the setup.
 #pragma once
 
 #include <map>
@@ -16,6 +21,7 @@
 #include <vector>
 
 #include "core/bootstrap/socket.h"
+#include "core/bootstrap/unique_id.h"
 #include "transport/tcp/tcp_wire.h"
 #include "transport/transport.h"
 
@@ -26,6 +32,14 @@ struct EstablishedSocket {
   std::string address;  // the peer's address, for error messages
 };
 
+// The checks of a received hello or ack that depend on nothing but the communicator, as pure
+// functions (tests/fuzz feeds them arbitrary bytes). Why rank `rank` of `nranks` (communicator tag
+// hash `tag_hash`) must refuse `hello` from a connecting peer; "" when it may accept it (if that
+// peer is not connected already, which the Handshake checks itself).
+std::string hello_problem(const Hello& hello, int rank, int nranks, uint64_t tag_hash);
+// Whether `ack` is the answer of rank `peer` of that communicator.
+bool ack_matches(const Hello& ack, int peer, int nranks, uint64_t tag_hash);
+
 class Handshake {
  public:
   Handshake(int rank, int nranks, std::string comm_tag);
@@ -34,16 +48,35 @@ class Handshake {
   // established, ctx.deadline (Timeout) or *ctx.abort (RemoteError).
   std::map<int, EstablishedSocket> establish(const SetupContext& ctx, std::span<const int> peers);
 
-  // The store key under which `rank` publishes its listening address.
-  static std::string address_key(const std::string& comm_tag, int rank);
+  // Closes the listener once the communicator is set up: no port stays open for strangers.
+  // Hellos accepted already (stashed) are kept.
+  void stop_listening() {
+    listener_ = Socket();
+    incoming_.clear();
+  }
 
-  // Accepted connections whose hello has not arrived whole are kept at most this many.
-  static constexpr size_t kMaxIncoming = 256;
+  // The store key under which `rank` publishes its listening address and listener token, in the
+  // form encode_published() writes: "host:port token-in-hex".
+  static std::string address_key(const std::string& comm_tag, int rank);
+  struct Published {
+    std::string address;
+    Secret token{};
+  };
+  static std::string encode_published(const std::string& address, const Secret& token);
+  // Throws RemoteError for a value that is not in that form.
+  static Published decode_published(const std::string& value);
+
+  // An accepted connection must deliver its whole hello within this time.
+  static constexpr auto kHelloTimeout = std::chrono::seconds(5);
+  // Accepted connections whose hello has not arrived whole are kept at most this many: a share of
+  // the descriptor limit, so that a flood cannot leave the rank without descriptors.
+  static size_t max_incoming();
 
  private:
   struct Incoming {
     Socket socket;
     std::string address;
+    Clock::time_point deadline;  // for the whole hello
     Hello hello{};
     size_t got = 0;
   };
@@ -51,19 +84,22 @@ class Handshake {
     int peer;
     Socket socket;
     std::string address;
+    Secret token{};  // the peer's, which its ack must carry
     Hello ack{};
     size_t got = 0;
   };
 
   void ensure_listening(Store& store);
   void accept_pending();
+  void drop_expired_incoming();
+  void note_stranger(const std::string& address, const std::string& reason);
   // Reads more of an incoming hello; true when the socket is done with (kept or dropped).
   bool read_hello(Incoming& in, const std::set<int>& expected,
                   std::map<int, EstablishedSocket>& result);
-  bool validate_hello(const Incoming& in, const std::map<int, EstablishedSocket>& result) const;
+  bool validate_hello(const Incoming& in, const std::map<int, EstablishedSocket>& result);
   // Reads more of an ack; true once it is complete and valid. Throws if the peer is wrong.
   bool read_ack(Outgoing& out);
-  Hello make_hello(uint16_t kind) const;
+  Hello make_hello(uint16_t kind, const Secret& token) const;
 
   int rank_;
   int nranks_;
@@ -71,6 +107,10 @@ class Handshake {
   uint64_t tag_hash_;
   Socket listener_;
   std::string listen_address_;
+  Secret token_{};                           // this listener's, see tcp_wire.h
+  Clock::time_point accept_paused_until_{};  // after running out of descriptors
+  size_t incoming_cap_ = 0;                  // max_incoming(), lowered when descriptors ran out
+  size_t strangers_dropped_ = 0;
   std::vector<Incoming> incoming_;            // accepted, hello incomplete
   std::map<int, EstablishedSocket> stashed_;  // valid hellos for a later connect() call
   std::set<int> established_;                 // ranks already handed out

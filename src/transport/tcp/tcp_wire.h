@@ -17,8 +17,26 @@ struct FrameHeader {
 static_assert(sizeof(FrameHeader) == 16);
 inline constexpr uint32_t kFrameMagic = 0x4d4c4343;  // "CCLM"
 
+// Sent in place of a FrameHeader, at a frame boundary, as the last thing on a connection: the
+// sender's communicator failed (notice.kind kFailed or kAborted; failure_notice.h), or it is
+// being destroyed cleanly (kind kDeparted), so that its peers can tell a goodbye from a crash.
+struct NoticeFrame {
+  uint32_t magic;
+  int16_t code;  // cclResult_t
+  int16_t kind;  // FailureNotice::Kind, or kDeparted
+  int32_t origin;
+  int32_t culprit;
+};
+static_assert(sizeof(NoticeFrame) == sizeof(FrameHeader));
+inline constexpr uint32_t kNoticeMagic = 0x4e4c4343;  // "CCLN"
+inline constexpr int16_t kDeparted = 100;
+
 // Setup handshake: the connecting (higher) rank sends a Hello, the accepting (lower) rank answers
 // with the same struct, kind = kAck and its own rank, once it has accepted the connection.
+// `token` is the accepting rank's listener token: 128 random bits it published with its address
+// through the store, which only holders of the unique id's secret can read. The tag hash is no
+// secret (the tag names shared-memory segments that anyone can list), so it only tells
+// communicators apart; the token is what keeps a stranger from posing as a rank.
 struct Hello {
   uint32_t magic;
   uint16_t version;
@@ -26,10 +44,11 @@ struct Hello {
   int32_t rank;
   int32_t nranks;
   uint64_t tag_hash;  // FNV-1a of the communicator tag: a connection for another comm is refused
+  uint8_t token[16];
 };
-static_assert(sizeof(Hello) == 24);
+static_assert(sizeof(Hello) == 40);
 inline constexpr uint32_t kHelloMagic = 0x54434343;  // "CCCT"
-inline constexpr uint16_t kHelloVersion = 1;
+inline constexpr uint16_t kHelloVersion = 2;
 inline constexpr uint16_t kHelloKindHello = 1;
 inline constexpr uint16_t kHelloKindAck = 2;
 

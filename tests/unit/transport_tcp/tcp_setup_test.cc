@@ -52,8 +52,10 @@ TEST(TcpSetup, StrangersOnTheListenerAreDropped) {
     int peer = 1;
     EXPECT_NO_THROW(c0 = t0->connect(ctx, std::span<const int>(&peer, 1))[0]);
   });
-  auto address = SocketAddress::parse(to_string(
-      store.get(tcp::Handshake::address_key(tag, 0), Deadline::after(milliseconds(5000)))));
+  auto address = SocketAddress::parse(
+      tcp::Handshake::decode_published(to_string(store.get(tcp::Handshake::address_key(tag, 0),
+                                                           Deadline::after(milliseconds(5000)))))
+          .address);
   auto deadline = Deadline::after(milliseconds(5000));
   Socket silent = Socket::connect(address, deadline);  // never says anything
   Socket garbage = Socket::connect(address, deadline);
@@ -65,11 +67,12 @@ TEST(TcpSetup, StrangersOnTheListenerAreDropped) {
                    tcp::kHelloKindHello,
                    1,
                    2,
-                   tcp::tag_hash("some other communicator")};
+                   tcp::tag_hash("some other communicator"),
+                   {}};
   other_comm.send_all(&hello, sizeof(hello), deadline);
   Socket bad_rank = Socket::connect(address, deadline);
-  hello = tcp::Hello{tcp::kHelloMagic,  tcp::kHelloVersion, tcp::kHelloKindHello, 7, 2,
-                     tcp::tag_hash(tag)};
+  hello = tcp::Hello{
+      tcp::kHelloMagic, tcp::kHelloVersion, tcp::kHelloKindHello, 7, 2, tcp::tag_hash(tag), {}};
   bad_rank.send_all(&hello, sizeof(hello), deadline);
   Socket half = Socket::connect(address, deadline);
   half.send_all(junk.data(), 10, deadline);
