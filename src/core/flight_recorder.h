@@ -1,0 +1,94 @@
+// A flight recorder: the last N operations of one communicator on this rank, with their state
+// and, for an operation that waits, the peers it waits for. Dumped to the log on a timeout or an
+// error (the caller calls dump()) and on SIGUSR1 (signal_dump.h), so that the rank holding
+// everyone up can be named from the logs alone: its peers all show it as pending.
+//
+// The hot path (queued/begin/start/end) writes one fixed-size slot of a ring under a mutex held
+// for a few stores; a dump copies the ring under the same mutex and formats outside it. A
+// capacity of 0 disables the recorder: every call is then a branch and nothing else.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+
+namespace ccl {
+
+// What one operation is. The strings must have static lifetime (literals): the ring keeps the
+// pointers, never copies.
+struct OpRecord {
+  uint64_t seq = 0;                 // the communicator's operation sequence number
+  const char* collective = "";      // "allreduce", "send", ...
+  size_t count = 0;                 // elements, as the caller passed it
+  int datatype = -1;                // cclDataType_t, -1: none
+  int op = -1;                      // cclRedOp_t, -1: none
+  int root = -1;                    // -1: none
+  int peer = -1;                    // send/recv peer, -1: none
+  const char* algorithm = nullptr;  // may be null (not chosen yet, or none)
+  const char* protocol = nullptr;   // may be null
+  size_t bytes = 0;
+};
+
+class FlightRecorder {
+ public:
+  enum class State : uint8_t { Queued, Started, Completed, Failed, Aborted, TimedOut };
+  static constexpr int kMaxPending = 8;  // peers kept per operation; more are only counted
+
+  // capacity 0: disabled. comm_name is copied.
+  FlightRecorder(size_t capacity, std::string comm_name, int rank, int nranks);
+  ~FlightRecorder();  // unregisters itself from the SIGUSR1 registry if it was registered
+  FlightRecorder(const FlightRecorder&) = delete;
+  FlightRecorder& operator=(const FlightRecorder&) = delete;
+
+  bool enabled() const { return capacity_ != 0; }
+  size_t capacity() const { return capacity_; }
+
+  // Records an operation as Started (begin) or Queued (queued, for stream work; start() moves it
+  // to Started later). Returns a handle for the calls below; 0 when disabled. A handle whose slot
+  // has since been reused by a newer operation is ignored by every call below.
+  uint64_t begin(const OpRecord& r) { return capacity_ == 0 ? 0 : record(r, State::Started); }
+  uint64_t queued(const OpRecord& r) { return capacity_ == 0 ? 0 : record(r, State::Queued); }
+  void start(uint64_t handle);
+  // The peers the operation waits for now (called when the executor goes to sleep; an empty
+  // span clears them). The first kMaxPending are kept, the rest counted.
+  void set_pending(uint64_t handle, std::span<const int> peers);
+  // Final state (Completed, Failed, Aborted or TimedOut) and the cclResult_t (0: success).
+  void end(uint64_t handle, State s, int result_code);
+
+  // Header line, then one line per kept operation, oldest first; lines end with '\n'.
+  std::string format() const;
+  // Writes format() to the log, one WARN line each, after a line naming the reason. Follows
+  // CCL_DEBUG (nothing unless WARN or more) unless force is set: the SIGUSR1 dump forces it, as
+  // the user asked for it explicitly.
+  void dump(const char* reason, bool force = false) const;
+
+  static const char* state_name(State s);
+
+ private:
+  struct Slot {
+    uint64_t handle = 0;  // 0: empty
+    OpRecord rec;
+    State state = State::Queued;
+    int result = 0;
+    int npending = 0;  // all pending peers, also those beyond kMaxPending
+    int pending[kMaxPending] = {};
+    int64_t t_queued = 0, t_start = 0, t_end = 0;  // steady_clock ns; 0: not yet
+  };
+
+  uint64_t record(const OpRecord& r, State s);
+  // The slot of a live handle, or nullptr; mutex_ held.
+  Slot* find(uint64_t handle);
+
+  const size_t capacity_;
+  const std::string name_;
+  const int rank_;
+  const int nranks_;
+  mutable std::mutex mutex_;
+  std::unique_ptr<Slot[]> slots_;
+  uint64_t next_handle_ = 1;  // handles count from 1; next_handle_ - 1 operations recorded
+};
+
+}  // namespace ccl
