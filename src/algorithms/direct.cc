@@ -54,13 +54,15 @@ void DirectCollectives::await(int rank, unsigned parity, uint64_t value, Deadlin
       continue;
     }
     const Clock::time_point now = Clock::now();
-    throw_if_stopped(abort_, deadline, now, what, [&] { return std::to_string(rank); });
+    throw_if_stopped(abort_, deadline, now, what,
+                     [&](std::vector<int>& pending) { pending.push_back(rank); });
     const WaitPolicy::Phase phase = policy_.phase(now - start);
     if (phase == WaitPolicy::Phase::Spin) continue;
     window_->flush();
     if (phase == WaitPolicy::Phase::Yield) {
       sched_yield();
     } else {
+      if (what.observer != nullptr) what.observer->waiting_for(std::span<const int>(&rank, 1));
       window_->wait_for(rank, parity, value, deadline.remaining(std::chrono::milliseconds(50)));
     }
     polls = 15;  // past the spin phase every poll yields or sleeps: look at the clock each time

@@ -36,6 +36,16 @@ std::byte* region_address(const ExecBuffers& b, const Region& r, size_t elem_siz
 
 }  // namespace
 
+std::string describe_ranks(std::span<const int> ranks) {
+  if (ranks.empty()) return "no rank";
+  std::string text = ranks.size() == 1 ? "rank " : "ranks ";
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    if (i > 0) text += ", ";
+    text += std::to_string(ranks[i]);
+  }
+  return text;
+}
+
 ExecOp reduction_op(cclDataType_t type, cclRedOp_t op, int nranks) {
   ExecOp exec;
   exec.elem_size = reduce::datatype_size(type);
@@ -149,15 +159,11 @@ void Executor::run_round(const Round& round, const ExecBuffers& buffers, const E
 void Executor::wait_for_progress(Deadline deadline, const OpLabel& what,
                                  Clock::time_point idle_since) {
   const auto now = Clock::now();
-  throw_if_stopped(abort_, deadline, now, what, [&] {
-    std::string pending;
+  throw_if_stopped(abort_, deadline, now, what, [&](std::vector<int>& pending) {
     for (size_t peer = 0; peer < links_.connection.size(); ++peer) {
       auto* c = links_.connection[peer];
-      if (c == nullptr || !c->busy()) continue;
-      if (!pending.empty()) pending += ',';
-      pending += std::to_string(peer);
+      if (c != nullptr && c->busy()) pending.push_back(static_cast<int>(peer));
     }
-    return pending;
   });
   switch (policy_.phase(now - idle_since)) {
     case WaitPolicy::Phase::Spin:
@@ -174,15 +180,18 @@ void Executor::wait_for_progress(Deadline deadline, const OpLabel& what,
   // Sleep in the transports that have work pending; with several, in short turns.
   transport::Transport* sleepers[4] = {};
   size_t count = 0;
+  pending_.clear();
   for (size_t peer = 0; peer < links_.connection.size(); ++peer) {
     auto* c = links_.connection[peer];
     if (c == nullptr || !c->busy()) continue;
+    pending_.push_back(static_cast<int>(peer));
     auto* t = links_.transport[peer];
     bool seen = false;
     for (size_t i = 0; i < count; ++i) seen |= sleepers[i] == t;
     if (!seen && count < 4) sleepers[count++] = t;
   }
   if (count == 0) return;
+  if (what.observer != nullptr) what.observer->waiting_for(pending_);
   auto slice = count == 1 ? std::chrono::microseconds(50000) : std::chrono::microseconds(1000);
   for (size_t i = 0; i < count; ++i) sleepers[i]->wait(deadline.remaining(slice));
 }

@@ -55,15 +55,29 @@ struct PeerLinks {
   std::vector<transport::Transport*> transport;
 };
 
+// Told whom an operation waits for each time a waiter goes to sleep (the flight recorder).
+class WaitObserver {
+ public:
+  virtual void waiting_for(std::span<const int> peers) = 0;
+
+ protected:
+  ~WaitObserver() = default;
+};
+
 // Names the operation in error messages ("allreduce #12"); formatted only when one is thrown.
 struct OpLabel {
   const char* name = "";
   uint64_t sequence = 0;
+  WaitObserver* observer = nullptr;  // may be null
   std::string str() const { return std::string(name) + " #" + std::to_string(sequence); }
 };
 
+// "rank 3" or "ranks 1, 3": the peers an operation still waits for, in messages.
+std::string describe_ranks(std::span<const int> ranks);
+
 // Every waiter's stop conditions: RemoteError once the communicator is aborted, Timeout at the
-// deadline naming the ranks still awaited (`pending()`, formatted only then).
+// deadline naming the ranks still awaited (`pending(std::vector<int>&)` lists them, called only
+// then); the first of them is the error's culprit.
 template <typename Pending>
 void throw_if_stopped(const AbortFlag* abort, Deadline deadline, Clock::time_point now,
                       const OpLabel& what, Pending&& pending) {
@@ -71,8 +85,10 @@ void throw_if_stopped(const AbortFlag* abort, Deadline deadline, Clock::time_poi
     throw_error(cclRemoteError, "%s: communicator aborted", what.str().c_str());
   }
   if (now >= deadline.at()) {
-    throw_error(cclTimeout, "%s: timed out waiting for rank(s) %s", what.str().c_str(),
-                std::string(pending()).c_str());
+    std::vector<int> ranks;
+    pending(ranks);
+    throw_peer_error(cclTimeout, ranks.empty() ? -1 : ranks.front(), "%s: timed out waiting for %s",
+                     what.str().c_str(), describe_ranks(ranks).c_str());
   }
 }
 
@@ -117,6 +133,7 @@ class Executor {
   PeerLinks links_;
   WaitPolicy policy_;
   Posted posted_;
+  std::vector<int> pending_;  // for the WaitObserver, reused
   const AbortFlag* abort_;
 };
 

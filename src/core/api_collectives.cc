@@ -34,9 +34,22 @@ cclResult_t submit(cclComm* handle, cclStream* stream, const char* function, Val
     if (in_group) group::add_collective(handle->impl, stream, function, op);
   });
   if (checked != cclSuccess || in_group) return checked;
-  // On the NULL stream the caller's handle keeps the communicator alive for the call (destroying
-  // it meanwhile is the caller's error): no reference to take, which costs two atomic operations.
-  if (stream == nullptr) return guarded(handle->impl.get(), function, [&] { op(*handle->impl); });
+  // On the NULL stream the call holds a reference too: cclCommAbort from another thread releases
+  // it with an error and must not free the communicator under it.
+  if (stream == nullptr) {
+    std::shared_ptr<Communicator> comm = handle->impl;
+    if (!comm->blocking()) {
+      // Non-blocking: queued in order on the communicator's own queue; the caller polls
+      // cclCommGetAsyncError until it is no longer cclInProgress.
+      const cclResult_t queued = guarded(comm.get(), function, [&] {
+        comm->enqueue_background([function, op](Communicator& c) {
+          return guarded(&c, function, [&] { op(c); });
+        });
+      });
+      return queued == cclSuccess ? cclInProgress : queued;
+    }
+    return guarded(comm.get(), function, [&] { op(*comm); });
+  }
   group::queue_on_stream(stream, handle->impl, [function, op](Communicator& c) {
     return guarded(&c, function, [&] { op(c); });
   });

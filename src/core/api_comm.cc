@@ -41,8 +41,7 @@ void apply_config(CommOptions& options, const cclConfig_t* config, const char* f
     throw_error(cclInvalidArgument, "%s: config->blocking %d must be 0 or 1", function,
                 config->blocking);
   }
-  // blocking = 0 is accepted; init and operations still complete before returning, which a
-  // non-blocking caller observes as an operation that finished at once.
+  if (config->blocking != CCL_CONFIG_UNDEF_INT) options.blocking = config->blocking != 0;
   if (config->commName != nullptr) options.name = config->commName;
 }
 
@@ -66,12 +65,21 @@ cclComm* make_handle(std::shared_ptr<Communicator> impl) {
 
 cclComm* join(const CommOptions& options, const SocketAddress& root, const Secret& secret) {
   log_set_thread_rank(options.rank);
+  if (!options.blocking) {
+    // Returns at once (the caller gets cclInProgress); the rendezvous runs in the background.
+    return make_handle(Communicator::create_async(
+        options, [root, secret, rank = options.rank, nranks = options.nranks](
+                     Deadline deadline, const AbortFlag* abort) -> std::unique_ptr<Store> {
+          return TcpStore::connect(root, secret, rank, nranks, deadline, abort);
+        }));
+  }
   Deadline deadline = Deadline::after(options.timeout);
   auto store = TcpStore::connect(root, secret, options.rank, options.nranks, deadline, nullptr);
   return make_handle(Communicator::create(options, *store));
 }
 
 void release(cclComm* comm) {
+  comm->impl->drain_background();
   comm->impl->mark_destroyed();
   comm->impl.reset();
   comm->magic = 0;
@@ -99,13 +107,16 @@ cclResult_t cclGetUniqueId(cclUniqueId* uniqueId) {
 
 cclResult_t cclCommInitRankConfig(cclComm_t* comm, int nranks, cclUniqueId commId, int rank,
                                   cclConfig_t* config) {
-  return guarded(kNoComm, "cclCommInitRank", [&] {
+  const cclResult_t result = guarded(kNoComm, "cclCommInitRank", [&] {
     if (comm == nullptr) throw_error(cclInvalidArgument, "cclCommInitRank: comm is NULL");
     *comm = nullptr;
     CommOptions options = make_options(nranks, rank, config, "cclCommInitRank");
     UniqueIdContents id = decode_unique_id(commId);
     *comm = join(options, id.root, id.secret);
   });
+  // Non-blocking: the communicator exists and joins in the background.
+  if (result == cclSuccess && config != nullptr && !(*comm)->impl->blocking()) return cclInProgress;
+  return result;
 }
 
 cclResult_t cclCommInitRank(cclComm_t* comm, int nranks, cclUniqueId commId, int rank) {
@@ -186,7 +197,9 @@ cclResult_t cclCommDestroy(cclComm_t comm) {
 cclResult_t cclCommAbort(cclComm_t comm) {
   return guarded(kNoComm, "cclCommAbort", [&] {
     if (comm == nullptr) return;
-    checked_comm(comm, "cclCommAbort").abort();
+    // Within a second from any state: a running operation is released at once by the abort
+    // flag; the grace only lets it finish telling the peers before we do.
+    checked_comm(comm, "cclCommAbort").abort_and_notify(std::chrono::milliseconds(500));
     release(comm);
   });
 }
@@ -196,7 +209,7 @@ cclResult_t cclCommGetAsyncError(cclComm_t comm, cclResult_t* asyncError) {
     Communicator& c = checked_comm(comm, "cclCommGetAsyncError");
     if (asyncError == nullptr)
       throw_error(cclInvalidArgument, "cclCommGetAsyncError: asyncError is NULL");
-    *asyncError = c.async_error();
+    *asyncError = c.poll_async_error();
   });
 }
 

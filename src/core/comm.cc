@@ -9,6 +9,8 @@
 #include "core/config.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/signal_dump.h"
+#include "core/stream.h"
 #include "topology/host_id.h"
 #include "transport/loopback/loopback_transport.h"
 #include "transport/shm/shm_transport.h"
@@ -50,32 +52,117 @@ transport::PeerInfo decode_peer(int rank, const std::string& text, topo::RankPla
 
 Communicator::Communicator(const CommOptions& options)
     : rank_(options.rank), nranks_(options.nranks), options_(options) {
+  check_mode_ = config_bool("CCL_CHECK_MODE");
+  const int64_t trace_ops = config_int("CCL_TRACE_BUFFER_SIZE");
+  if (trace_ops < 0 || trace_ops > (1 << 20)) {
+    throw_error(cclInvalidUsage, "CCL_TRACE_BUFFER_SIZE=%lld must be in [0, 1048576]",
+                static_cast<long long>(trace_ops));
+  }
+  recorder_ = std::make_unique<FlightRecorder>(static_cast<size_t>(trace_ops), options.name,
+                                               options.rank, options.nranks);
+  pending_observer_.comm = this;
   int64_t chunk = config_int("CCL_CHUNKSIZE");
   if (chunk <= 0) chunk = config_int("CCL_BUFFSIZE") / 4;
   // Chunks are multiples of 64 bytes, so every chunk of every datatype starts element-aligned.
   chunk_bytes_ = std::max<int64_t>(64, chunk / 64 * 64);
 }
 
-Communicator::~Communicator() = default;
+Communicator::~Communicator() {
+  if (init_thread_.joinable()) {
+    if (init_state_.load() == kInitializing) abort_.store(true);  // gives up within a wait slice
+    init_thread_.join();
+  }
+  // Background work holds no reference to us: let it finish (each operation is bounded) first.
+  background_.reset();
+}
 
 std::shared_ptr<Communicator> Communicator::create(const CommOptions& options, Store& store) {
   std::shared_ptr<Communicator> comm(new Communicator(options));
-  comm->connect_peers(store);
-  comm->choose_wait_policy();
-  comm->executor_ =
-      std::make_unique<algo::Executor>(comm->links_, comm->wait_policy_, &comm->abort_);
-  for (auto& t : comm->transports_) {
+  comm->init(store);
+  return comm;
+}
+
+std::shared_ptr<Communicator> Communicator::create_async(const CommOptions& options,
+                                                         StoreConnector connect) {
+  std::shared_ptr<Communicator> comm(new Communicator(options));
+  comm->init_state_.store(kInitializing);
+  // The thread uses the communicator, which outlives it: the destructor joins it.
+  Communicator* c = comm.get();
+  c->init_thread_ = std::thread([c, connect = std::move(connect)] {
+    log_set_thread_rank(c->rank_);
+    int state = kReady;
+    try {
+      std::unique_ptr<Store> store = connect(Deadline::after(c->options_.timeout), &c->abort_);
+      c->init(*store);
+    } catch (const Error& e) {
+      c->set_last_error(std::string("cclCommInitRank: ") + e.what());
+      CCL_WARN(kInit, "cclCommInitRank (non-blocking): %s", e.what());
+      c->async_error_.store(e.code());
+      state = kInitFailed;
+    } catch (const std::exception& e) {
+      c->set_last_error(std::string("cclCommInitRank: internal error: ") + e.what());
+      c->async_error_.store(cclInternalError);
+      state = kInitFailed;
+    }
+    std::lock_guard lock(c->init_mutex_);
+    c->init_state_.store(state, std::memory_order_release);
+    c->init_done_.notify_all();
+  });
+  return comm;
+}
+
+void Communicator::init(Store& store) {
+  connect_peers(store);
+  choose_wait_policy();
+  executor_ = std::make_unique<algo::Executor>(links_, wait_policy_, &abort_);
+  for (auto& t : transports_) {
     if (transport::SharedWindow* window = t->shared_window()) {
-      comm->direct_ =
-          std::make_unique<algo::DirectCollectives>(window, comm->wait_policy_, &comm->abort_);
-      CCL_INFO(kInit, "rank %d: direct collectives over the %s window up to %zu bytes",
-               options.rank, t->name(), window->capacity());
+      direct_ = std::make_unique<algo::DirectCollectives>(window, wait_policy_, &abort_);
+      CCL_INFO(kInit, "rank %d: direct collectives over the %s window up to %zu bytes", rank_,
+               t->name(), window->capacity());
     }
   }
-  comm->setup_tuner();
-  CCL_INFO(kInit, "communicator %s rank %d of %d ready", options.name.c_str(), options.rank,
-           options.nranks);
-  return comm;
+  try {
+    setup_tuner();  // runs collectives
+  } catch (const Error& e) {
+    notify_peers(transport::notice_for(e, rank_));
+    throw;
+  }
+  if (!options_.blocking) background_ = std::make_unique<cclStream>();
+  register_recorder(recorder_.get());  // SIGUSR1 dumps it
+  CCL_INFO(kInit, "communicator %s rank %d of %d ready", options_.name.c_str(), rank_, nranks_);
+}
+
+void Communicator::wait_initialized(const char* what) const {
+  std::unique_lock lock(init_mutex_);
+  const Deadline deadline = Deadline::after(options_.timeout);
+  while (init_state_.load() == kInitializing) {
+    if (abort_.load()) throw_error(cclInvalidUsage, "%s: the communicator was aborted", what);
+    if (deadline.expired()) {
+      throw_error(cclTimeout, "%s: the communicator's non-blocking init did not finish", what);
+    }
+    init_done_.wait_for(lock, std::chrono::milliseconds(20));
+  }
+  if (init_state_.load() == kInitFailed) {
+    throw_error(async_error_.load(), "%s: the communicator's initialization failed", what);
+  }
+}
+
+void Communicator::drain_background() {
+  if (init_state_.load(std::memory_order_acquire) == kReady && background_) {
+    background_->synchronize();
+  }
+}
+
+void Communicator::enqueue_background(std::function<cclResult_t(Communicator&)> work) {
+  wait_initialized("enqueue");  // background_ exists once init is done
+  if (!background_) throw_error(cclInternalError, "no background queue on a blocking communicator");
+  queued_begin();
+  background_->enqueue([this, work = std::move(work)] {
+    const cclResult_t result = work(*this);
+    queued_end();
+    return result;
+  });
 }
 
 void Communicator::connect_peers(Store& store) {
@@ -137,6 +224,7 @@ void Communicator::connect_peers(Store& store) {
     if (!tcp_peers.empty()) attach(transport::make_tcp_transport(ctx), tcp_peers);
   }
   store_barrier(store, "connected", nranks_, deadline);
+  for (auto& t : transports_) t->setup_done();
 }
 
 void Communicator::choose_wait_policy() {
@@ -156,16 +244,6 @@ void Communicator::choose_wait_policy() {
   CCL_INFO(kInit, "rank %d: %d local rank(s) on %d core(s): spin %lld us, yield %lld us", rank_,
            local_ranks_, cores, static_cast<long long>(wait_policy_.spin.count()),
            static_cast<long long>(wait_policy_.yield.count()));
-}
-
-void Communicator::abort() {
-  abort_.store(true);
-  for (auto& t : transports_) t->interrupt();
-}
-
-void Communicator::record_failure(cclResult_t code) {
-  cclResult_t expected = cclSuccess;
-  async_error_.compare_exchange_strong(expected, code);
 }
 
 void Communicator::set_last_error(const std::string& message) {

@@ -4,6 +4,8 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
+#include <thread>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -23,8 +25,11 @@
 #include "core/bootstrap/store.h"
 #include "core/comm_layout.h"
 #include "core/deadline.h"
+#include "core/flight_recorder.h"
+#include "core/op_check.h"
 #include "core/reduction_ops.h"
 #include "core/tuning/tuner.h"
+#include "transport/failure_notice.h"
 #include "transport/transport.h"
 
 namespace ccl {
@@ -38,6 +43,9 @@ struct CommOptions {
   int nranks = 1;
   std::chrono::milliseconds timeout{300000};
   std::string name;  // cclConfig_t.commName, for logs
+  // cclConfig_t.blocking = 0: init and NULL-stream operations return cclInProgress and run in
+  // the background; cclCommGetAsyncError says when they are done.
+  bool blocking = true;
   // Loopback (ranks as threads of one process, for tests): when set, every peer uses it.
   std::shared_ptr<transport::LoopbackFabric> loopback;
 };
@@ -47,7 +55,22 @@ class Communicator {
   // Joins the other ranks through `store` (a fresh namespace of it) and connects to every peer.
   // Collective over all ranks. The store is not needed afterwards.
   static std::shared_ptr<Communicator> create(const CommOptions& options, Store& store);
+  // Non-blocking init: returns at once; a thread of the communicator gets the store from
+  // `connect` (bounded by the deadline, abortable) and joins as create() does. Until it is
+  // done, poll_async_error() says cclInProgress and operations wait for it (bounded).
+  using StoreConnector = std::function<std::unique_ptr<Store>(Deadline, const AbortFlag*)>;
+  static std::shared_ptr<Communicator> create_async(const CommOptions& options,
+                                                    StoreConnector connect);
   ~Communicator();
+
+  bool blocking() const { return options_.blocking; }
+  // Non-blocking mode: queues `work` (a guarded API body) on the communicator's own in-order
+  // queue; poll_async_error() says cclInProgress until it ran.
+  void enqueue_background(std::function<cclResult_t(Communicator&)> work);
+  // Waits until the background queue ran dry (each operation is bounded; an abort ends them
+  // fast). Destroy and abort call it before dropping the handle's reference, so that the last
+  // reference is never dropped by the queue's own thread.
+  void drain_background();
 
   int rank() const { return rank_; }
   int nranks() const { return nranks_; }
@@ -93,11 +116,15 @@ class Communicator {
 
   // Abort: every wait of this communicator returns RemoteError promptly; safe from any thread.
   void abort();
+  // cclCommAbort: abort(), then, once no operation runs (waiting at most `grace`), tells the
+  // peers that this rank aborted (an operation that was running has told them already).
+  void abort_and_notify(std::chrono::milliseconds grace);
   bool aborted() const { return abort_.load(); }
   // First error of an operation (cclSuccess if none): the communicator is unusable after one.
   cclResult_t async_error() const { return async_error_.load(); }
-  // Marks the communicator failed (the C layer calls it when an operation throws).
-  void record_failure(cclResult_t code);
+  // cclCommGetAsyncError: async_error(), after asking the transports, when no operation runs,
+  // whether a peer failed or vanished meanwhile (then that is the error, recorded).
+  cclResult_t poll_async_error();
   // Operations fail fast once the communicator has failed or been destroyed.
   void mark_destroyed() { destroyed_.store(true); }
 
@@ -107,6 +134,9 @@ class Communicator {
 
  private:
   Communicator(const CommOptions& options);
+  void init(Store& store);  // everything create() does after construction
+  // Blocks (bounded by the timeout, abortable) until a non-blocking init is done; throws its error.
+  void wait_initialized(const char* what) const;
   void connect_peers(Store& store);
   void choose_wait_policy();  // from CCL_SPIN_US/CCL_YIELD_US and whether ranks outnumber cores
   // The tuner (comm_tuning.cc): figures from CCL_TUNER_FILE or a probe, rank 0's for everyone.
@@ -120,6 +150,16 @@ class Communicator {
   // collective and size) and with a warning when CCL_ALGO/CCL_PROTO allowed nothing.
   tune::Choice plan(tune::Collective collective, size_t bytes);
   void check_usable(const char* what) const;
+  // Marks the communicator failed by `error` (thrown by one of its operations) and tells every
+  // peer, so that they fail now rather than at their timeout (transport.h). Call it from the
+  // thread that holds op_mutex_.
+  void record_failure(const Error& error);
+  void notify_peers(const transport::FailureNotice& notice);
+  // The Timeout to report for `error` (a timeout of the operation `label`, own or a peer's):
+  // names the rank that holds everyone up, found along the ranks' wait-for edges.
+  Error resolve_timeout(const Error& error, const std::string& label);
+  // The current operation waits for `peers` (each time the executor goes to sleep).
+  void note_pending(std::span<const int> peers);
   // Runs `schedule` with the scratch it asks for (the caller holds op_mutex_); `what` names it.
   void execute(const algo::Schedule& schedule, const void* input, void* output,
                const algo::ExecOp& op, const char* what);
@@ -141,11 +181,29 @@ class Communicator {
   }
   algo::ScheduleParams schedule_params(size_t count, size_t elem_size, size_t chunk_bytes,
                                        std::span<const int> order) const;
-  // Allreduce (root -1) or reduce to `root`, as operation `what`; the caller holds op_mutex_.
+  // Allreduce (root -1) or reduce to `root`; the caller holds op_mutex_.
   void reduce_to(const void* sendbuff, void* recvbuff, size_t count, cclDataType_t type,
-                 cclRedOp_t op, int root, const char* what);
-  // Starts an operation: the caller holds op_mutex_. Throws if the communicator is unusable.
-  void begin_op(const char* what);
+                 cclRedOp_t op, int root);
+  // The operation begun by begin_op(), until the end of the caller's scope: recorded as
+  // completed then, unless it failed (run_op recorded how) or an exception unwinds it.
+  class OpScope {
+   public:
+    explicit OpScope(Communicator* comm) : comm_(comm), unwinding_(std::uncaught_exceptions()) {}
+    ~OpScope();
+    OpScope(const OpScope&) = delete;
+    OpScope& operator=(const OpScope&) = delete;
+
+   private:
+    Communicator* comm_;
+    int unwinding_;
+  };
+  // Starts an operation: the caller holds op_mutex_. Throws if the communicator is unusable, and
+  // with CCL_CHECK_MODE if the ranks disagree on what they call. Records it in the flight recorder.
+  [[nodiscard]] OpScope begin_op(const OpInfo& info);
+  // CCL_CHECK_MODE: the ranks exchange `info` and compare (op_check.h).
+  void check_agreement(const OpInfo& info);
+  // Records the current operation's failure by `error` and dumps the flight recorder.
+  void end_record(const Error& error);
   // The input a reduction reads: `sendbuff`, or for PreMulSum a scaled copy of it.
   const void* reduction_input(const Reduction& r, const void* sendbuff, size_t count);
   // A private copy of `bytes` of `data` (for in-place all-to-all, whose input it overwrites).
@@ -164,15 +222,37 @@ class Communicator {
   std::set<std::pair<int, size_t>> tune_logged_;  // (collective, bytes) whose choice was logged
   std::atomic<uint32_t> fallback_warned_{0};      // bit c: collective c's fallback was logged
   AbortFlag abort_{false};
+  // Non-blocking init: its thread and its state (kReady when created by create()).
+  enum InitState : int { kReady, kInitializing, kInitFailed };
+  std::atomic<int> init_state_{kReady};
+  mutable std::mutex init_mutex_;
+  mutable std::condition_variable init_done_;
+  std::thread init_thread_;
+  std::unique_ptr<cclStream> background_;  // non-blocking mode's queue of NULL-stream work
   std::atomic<bool> destroyed_{false};
   std::atomic<cclResult_t> async_error_{cclSuccess};
   uint64_t sequence_ = 0;
+  Clock::time_point op_start_{};  // of the current operation: its deadline counts from here
+  bool check_mode_ = false;       // CCL_CHECK_MODE
+  uint64_t checked_collectives_ = 0;
+  // The flight recorder (CCL_TRACE_BUFFER_SIZE) and the current operation's record in it.
+  std::unique_ptr<FlightRecorder> recorder_;
+  uint64_t record_ = 0;
+  bool record_ended_ = true;
+  // Whom the current operation waits for, when the executor goes to sleep: for the recorder and
+  // for resolve_timeout().
+  struct PendingObserver final : algo::WaitObserver {
+    Communicator* comm = nullptr;
+    void waiting_for(std::span<const int> peers) override { comm->note_pending(peers); }
+  } pending_observer_;
+  std::vector<int> pending_now_;
 
   std::vector<std::unique_ptr<transport::Transport>> transports_;
   algo::PeerLinks links_;
   std::unique_ptr<algo::Executor> executor_;
   std::unique_ptr<algo::DirectCollectives> direct_;  // when every rank shares memory
-  std::mutex op_mutex_;                              // one operation at a time on a communicator
+  std::timed_mutex op_mutex_;                        // one operation at a time on a communicator
+  bool peers_notified_ = false;                      // under op_mutex_
   // (kind, algorithm, chunk bytes, count, root, element size) -> schedule
   std::map<std::tuple<int, int, size_t, size_t, int, size_t>, algo::Schedule> schedules_;
   std::vector<std::byte> scratch_;

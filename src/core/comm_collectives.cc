@@ -3,6 +3,7 @@
 // the executor.
 #include <algorithm>
 #include <cstring>
+#include <string_view>
 
 #include "algorithms/alltoall.h"
 #include "algorithms/chain_reduce.h"
@@ -43,6 +44,7 @@ algo::ExecOp copy_op(cclDataType_t type) {
 }  // namespace
 
 void Communicator::check_usable(const char* what) const {
+  if (init_state_.load(std::memory_order_acquire) != kReady) wait_initialized(what);
   if (destroyed_.load()) throw_error(cclInvalidUsage, "%s: the communicator was destroyed", what);
   if (abort_.load()) throw_error(cclInvalidUsage, "%s: the communicator was aborted", what);
   if (finalized_.load()) {
@@ -56,9 +58,59 @@ void Communicator::check_usable(const char* what) const {
   }
 }
 
-void Communicator::begin_op(const char* what) {
-  check_usable(what);
+Communicator::OpScope Communicator::begin_op(const OpInfo& info) {
+  const char* name = op_kind_name(info.kind);
+  check_usable(name);
   ++sequence_;
+  op_start_ = Clock::now();
+  record_ = recorder_->begin(OpRecord{sequence_, name, info.count, info.datatype, info.op,
+                                      info.root, info.peer, nullptr, nullptr, 0});
+  record_ended_ = false;
+  if (check_mode_ && info.kind != OpKind::SendRecv) check_agreement(info);
+  return OpScope(this);
+}
+
+Communicator::OpScope::~OpScope() {
+  if (comm_->record_ended_) return;
+  comm_->record_ended_ = true;
+  const bool failed = std::uncaught_exceptions() > unwinding_;
+  comm_->recorder_->end(comm_->record_,
+                        failed ? FlightRecorder::State::Failed : FlightRecorder::State::Completed,
+                        failed ? cclInternalError : cclSuccess);
+}
+
+void Communicator::end_record(const Error& error) {
+  if (record_ended_) return;
+  record_ended_ = true;
+  FlightRecorder::State state = error.code() == cclTimeout ? FlightRecorder::State::TimedOut
+                                : abort_.load()            ? FlightRecorder::State::Aborted
+                                                           : FlightRecorder::State::Failed;
+  recorder_->end(record_, state, error.code());
+  recorder_->dump(error.what());
+}
+
+void Communicator::check_agreement(const OpInfo& info) {
+  const OpDescriptor mine = describe(info, ++checked_collectives_);
+  std::vector<OpDescriptor> all(nranks_);
+  const size_t bytes = sizeof(OpDescriptor);
+  if (direct_) {
+    run_op("check", [&](Deadline deadline, const algo::OpLabel& name) {
+      direct_->all_gather(&mine, all.data(), bytes, deadline, name);
+    });
+  } else {
+    tune::Choice ring;
+    ring.algorithm = tune::Algorithm::Ring;
+    ring.protocol = tune::Protocol::Simple;
+    execute(cached(kAllGather, ring, bytes, -1, 1), &mine, all.data(), copy_op(cclUint8), "check");
+  }
+  const std::string mismatch = mismatch_message(all);
+  if (mismatch.empty()) return;
+  // Every rank saw the same table, so every rank fails here with the same message: no notice.
+  const Error error(cclInvalidUsage, std::string("CCL_CHECK_MODE: ") + mismatch);
+  end_record(error);
+  cclResult_t expected = cclSuccess;
+  async_error_.compare_exchange_strong(expected, cclInvalidUsage);
+  throw error;
 }
 
 const algo::Schedule& Communicator::cached(int kind, const tune::Choice& choice, size_t count,
@@ -158,12 +210,20 @@ const void* Communicator::staged_copy(const void* data, size_t bytes) {
 
 template <typename Body>
 void Communicator::run_op(const char* what, Body&& body) {
-  algo::OpLabel name{what, sequence_};
+  algo::OpLabel name{what, sequence_, &pending_observer_};
+  pending_now_.clear();
   try {
-    body(Deadline::after(options_.timeout), name);
+    body(Deadline(op_start_ + options_.timeout), name);
   } catch (const Error& e) {
-    record_failure(e.code());
-    throw;
+    // Errors from inside a transport do not know the operation: name it (and its number).
+    const std::string label = name.str();
+    Error named = std::string_view(e.what()).starts_with(label)
+                      ? e
+                      : Error(e.code(), label + ": " + e.what(), e.culprit(), e.origin());
+    if (named.code() == cclTimeout) named = resolve_timeout(named, label);
+    end_record(named);
+    record_failure(named);
+    throw named;
   }
 }
 
@@ -179,19 +239,20 @@ void Communicator::execute(const algo::Schedule& schedule, const void* input, vo
 
 void Communicator::all_reduce(const void* sendbuff, void* recvbuff, size_t count,
                               cclDataType_t type, cclRedOp_t op) {
-  std::lock_guard<std::mutex> lock(op_mutex_);
-  reduce_to(sendbuff, recvbuff, count, type, op, -1, "cclAllReduce");
+  std::lock_guard lock(op_mutex_);
+  reduce_to(sendbuff, recvbuff, count, type, op, -1);
 }
 
 void Communicator::reduce(const void* sendbuff, void* recvbuff, size_t count, cclDataType_t type,
                           cclRedOp_t op, int root) {
-  std::lock_guard<std::mutex> lock(op_mutex_);
-  reduce_to(sendbuff, recvbuff, count, type, op, root, "cclReduce");
+  std::lock_guard lock(op_mutex_);
+  reduce_to(sendbuff, recvbuff, count, type, op, root);
 }
 
 void Communicator::reduce_to(const void* sendbuff, void* recvbuff, size_t count, cclDataType_t type,
-                             cclRedOp_t op, int root, const char* what) {
-  begin_op(what);
+                             cclRedOp_t op, int root) {
+  const OpScope scope = begin_op(
+      {root < 0 ? OpKind::AllReduce : OpKind::Reduce, count, type, op, root < 0 ? -1 : root});
   if (count == 0) return;
   const Reduction reduction = reduction_ops_.resolve(op, type, nranks_);
   const algo::ExecOp& exec = reduction.exec;
@@ -216,8 +277,8 @@ void Communicator::reduce_to(const void* sendbuff, void* recvbuff, size_t count,
 
 void Communicator::broadcast(const void* sendbuff, void* recvbuff, size_t count, cclDataType_t type,
                              int root) {
-  std::lock_guard<std::mutex> lock(op_mutex_);
-  begin_op("cclBroadcast");
+  std::lock_guard lock(op_mutex_);
+  const OpScope scope = begin_op({OpKind::Broadcast, count, type, -1, root});
   if (count == 0) return;
   const algo::ExecOp exec = copy_op(type);
   const size_t bytes = count * exec.elem_size;
@@ -247,8 +308,8 @@ void Communicator::broadcast(const void* sendbuff, void* recvbuff, size_t count,
 
 void Communicator::all_gather(const void* sendbuff, void* recvbuff, size_t sendcount,
                               cclDataType_t type) {
-  std::lock_guard<std::mutex> lock(op_mutex_);
-  begin_op("cclAllGather");
+  std::lock_guard lock(op_mutex_);
+  const OpScope scope = begin_op({OpKind::AllGather, sendcount, type});
   if (sendcount == 0) return;
   const algo::ExecOp exec = copy_op(type);
   const size_t bytes = sendcount * exec.elem_size;
@@ -265,8 +326,10 @@ void Communicator::all_gather(const void* sendbuff, void* recvbuff, size_t sendc
 void Communicator::all_gather_v(const void* sendbuff, void* recvbuff,
                                 std::span<const size_t> counts, std::span<const size_t> displs,
                                 cclDataType_t type) {
-  std::lock_guard<std::mutex> lock(op_mutex_);
-  begin_op("cclAllGatherV");
+  std::lock_guard lock(op_mutex_);
+  size_t total = 0;
+  for (size_t c : counts) total += c;
+  const OpScope scope = begin_op({OpKind::AllGatherV, total, type});
   const algo::ExecOp exec = copy_op(type);
   execute(algo::ring_allgatherv(ring_params(counts[rank_], exec.elem_size, chunk_bytes_), counts,
                                 displs),
@@ -275,8 +338,8 @@ void Communicator::all_gather_v(const void* sendbuff, void* recvbuff,
 
 void Communicator::reduce_scatter(const void* sendbuff, void* recvbuff, size_t recvcount,
                                   cclDataType_t type, cclRedOp_t op) {
-  std::lock_guard<std::mutex> lock(op_mutex_);
-  begin_op("cclReduceScatter");
+  std::lock_guard lock(op_mutex_);
+  const OpScope scope = begin_op({OpKind::ReduceScatter, recvcount, type, op});
   if (recvcount == 0) return;
   const Reduction reduction = reduction_ops_.resolve(op, type, nranks_);
   const void* input = reduction_input(reduction, sendbuff, recvcount * nranks_);
@@ -288,8 +351,8 @@ void Communicator::reduce_scatter(const void* sendbuff, void* recvbuff, size_t r
 
 void Communicator::all_to_all(const void* sendbuff, void* recvbuff, size_t count,
                               cclDataType_t type) {
-  std::lock_guard<std::mutex> lock(op_mutex_);
-  begin_op("cclAlltoAll");
+  std::lock_guard lock(op_mutex_);
+  const OpScope scope = begin_op({OpKind::AlltoAll, count, type});
   if (count == 0) return;
   const algo::ExecOp exec = copy_op(type);
   const size_t bytes = count * nranks_ * exec.elem_size;
@@ -308,8 +371,8 @@ void Communicator::all_to_all_v(const void* sendbuff, std::span<const size_t> se
                                 std::span<const size_t> sdispls, void* recvbuff,
                                 std::span<const size_t> recvcounts, std::span<const size_t> rdispls,
                                 cclDataType_t type) {
-  std::lock_guard<std::mutex> lock(op_mutex_);
-  begin_op("cclAlltoAllV");
+  std::lock_guard lock(op_mutex_);
+  const OpScope scope = begin_op({OpKind::AlltoAllV, 0, type});
   const algo::ExecOp exec = copy_op(type);
   const void* input = sendbuff;
   if (sendbuff == recvbuff) {
@@ -324,8 +387,8 @@ void Communicator::all_to_all_v(const void* sendbuff, std::span<const size_t> se
 }
 
 void Communicator::barrier() {
-  std::lock_guard<std::mutex> lock(op_mutex_);
-  begin_op("cclBarrier");
+  std::lock_guard lock(op_mutex_);
+  const OpScope scope = begin_op({OpKind::Barrier});
   if (direct_) {
     return run_op("barrier", [&](Deadline deadline, const algo::OpLabel& name) {
       direct_->barrier(deadline, name);
@@ -336,8 +399,9 @@ void Communicator::barrier() {
 
 void Communicator::point_to_point(std::span<const algo::PointToPoint> operations,
                                   std::span<std::byte* const> buffers) {
-  std::lock_guard<std::mutex> lock(op_mutex_);
-  begin_op("cclSend/cclRecv");
+  std::lock_guard lock(op_mutex_);
+  const OpScope scope = begin_op({OpKind::SendRecv, operations.size(), -1, -1, -1,
+                                  operations.empty() ? -1 : operations[0].peer});
   const algo::Schedule schedule = algo::point_to_point(rank_, operations);
   if (schedule.rounds.empty()) return;
   algo::ExecBuffers exec_buffers{nullptr, nullptr, nullptr, buffers};
@@ -356,7 +420,7 @@ void Communicator::finalize() {
                   queued_);
     }
   }
-  std::lock_guard<std::mutex> lock(op_mutex_);  // lets an operation of another thread finish
+  std::lock_guard lock(op_mutex_);  // lets an operation of another thread finish
   check_usable("cclCommFinalize");
   finalized_.store(true);
 }

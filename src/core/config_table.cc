@@ -69,6 +69,12 @@ const std::vector<ConfigVar>& config_vars() {
        "the probe at communicator init"},
       {"CCL_CHUNKSIZE", ConfigType::Bytes, "0",
        "bytes per pipelined chunk; 0: derived from CCL_BUFFSIZE"},
+      {"CCL_CHECK_MODE", ConfigType::Bool, "0",
+       "1: ranks compare (collective, count, datatype, op, root) before each collective; a "
+       "mismatch fails every rank with cclInvalidUsage naming the ranks and fields"},
+      {"CCL_TRACE_BUFFER_SIZE", ConfigType::Int, "64",
+       "operations each rank keeps in its flight recorder (dumped on timeout, error and "
+       "SIGUSR1); 0: off"},
   };
   return vars;
 }

@@ -22,6 +22,14 @@ void throw_error(cclResult_t code, const char* fmt, ...) {
   throw Error(code, msg);
 }
 
+void throw_peer_error(cclResult_t code, int culprit, const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  std::string msg = vformat(fmt, ap);
+  va_end(ap);
+  throw Error(code, msg, culprit);
+}
+
 void throw_system_error(int err, const char* fmt, ...) {
   va_list ap;
   va_start(ap, fmt);

@@ -16,15 +16,27 @@ namespace ccl {
 class Error : public std::runtime_error {
  public:
   Error(cclResult_t code, const std::string& message) : std::runtime_error(message), code_(code) {}
+  // A failure that points at another rank: `culprit` is the rank found dead or awaited in vain,
+  // `origin` the rank that found it (-1: this one). The communicator tells every peer (so that
+  // all ranks fail fast, naming the same culprit); see transport.h FailureNotice.
+  Error(cclResult_t code, const std::string& message, int culprit, int origin = -1)
+      : std::runtime_error(message), code_(code), culprit_(culprit), origin_(origin) {}
   cclResult_t code() const { return code_; }
+  int culprit() const { return culprit_; }
+  int origin() const { return origin_; }
 
  private:
   cclResult_t code_;
+  int culprit_ = -1;
+  int origin_ = -1;
 };
 
 // printf-style helpers that build the message and throw.
 [[noreturn]] void throw_error(cclResult_t code, const char* fmt, ...)
     __attribute__((format(printf, 2, 3)));
+// The same, naming the rank the failure points at (see Error::culprit).
+[[noreturn]] void throw_peer_error(cclResult_t code, int culprit, const char* fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 // Throws SystemError with strerror(errno) appended: "what: strerror".
 [[noreturn]] void throw_system_error(int err, const char* fmt, ...)
     __attribute__((format(printf, 2, 3)));

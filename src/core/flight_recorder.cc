@@ -80,8 +80,14 @@ const char* FlightRecorder::state_name(State s) {
   return "unknown";
 }
 
-uint64_t FlightRecorder::record(const OpRecord& r, State s) {
-  const int64_t t = now_ns();  // outside the lock: it is the costliest part
+uint64_t FlightRecorder::record(const OpRecord& r, State s,
+                                std::chrono::steady_clock::time_point at) {
+  // Outside the lock: reading the clock is the costliest part (a caller that has just read it
+  // passes its reading).
+  const int64_t t =
+      at == std::chrono::steady_clock::time_point{}
+          ? now_ns()
+          : std::chrono::duration_cast<std::chrono::nanoseconds>(at.time_since_epoch()).count();
   std::lock_guard<std::mutex> lock(mutex_);
   const uint64_t handle = next_handle_++;
   Slot& slot = slots_[handle % capacity_];

@@ -8,6 +8,7 @@
 // capacity of 0 disables the recorder: every call is then a branch and nothing else.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -49,8 +50,11 @@ class FlightRecorder {
   // Records an operation as Started (begin) or Queued (queued, for stream work; start() moves it
   // to Started later). Returns a handle for the calls below; 0 when disabled. A handle whose slot
   // has since been reused by a newer operation is ignored by every call below.
-  uint64_t begin(const OpRecord& r) { return capacity_ == 0 ? 0 : record(r, State::Started); }
-  uint64_t queued(const OpRecord& r) { return capacity_ == 0 ? 0 : record(r, State::Queued); }
+  // `at`: when it started, if the caller has just read the steady clock (saves a reading).
+  uint64_t begin(const OpRecord& r, std::chrono::steady_clock::time_point at = {}) {
+    return capacity_ == 0 ? 0 : record(r, State::Started, at);
+  }
+  uint64_t queued(const OpRecord& r) { return capacity_ == 0 ? 0 : record(r, State::Queued, {}); }
   void start(uint64_t handle);
   // The peers the operation waits for now (called when the executor goes to sleep; an empty
   // span clears them). The first kMaxPending are kept, the rest counted.
@@ -78,7 +82,7 @@ class FlightRecorder {
     int64_t t_queued = 0, t_start = 0, t_end = 0;  // steady_clock ns; 0: not yet
   };
 
-  uint64_t record(const OpRecord& r, State s);
+  uint64_t record(const OpRecord& r, State s, std::chrono::steady_clock::time_point at);
   // The slot of a live handle, or nullptr; mutex_ held.
   Slot* find(uint64_t handle);
 

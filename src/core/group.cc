@@ -81,7 +81,18 @@ cclResult_t end() {
   // Stream parts are queued; the others run now, the first on this thread, the rest on a thread
   // each, so that one thread may drive several ranks.
   std::vector<Part*> now;
+  bool in_background = false;
   for (Part& part : parts) {
+    if (part.stream == nullptr && !part.comm->blocking()) {
+      // A non-blocking communicator runs its share on its own queue (cclInProgress).
+      auto queued = std::make_shared<Part>(std::move(part));
+      cclResult_t r = guarded(queued->comm.get(), "cclGroupEnd", [&] {
+        queued->comm->enqueue_background([queued](Communicator&) { return run_part(*queued); });
+      });
+      if (r != cclSuccess) return r;
+      in_background = true;
+      continue;
+    }
     if (part.stream == nullptr) {
       now.push_back(&part);
       continue;
@@ -100,7 +111,7 @@ cclResult_t end() {
   for (cclResult_t r : results) {
     if (r != cclSuccess) return r;
   }
-  return cclSuccess;
+  return in_background ? cclInProgress : cclSuccess;
 }
 
 void add_collective(const std::shared_ptr<Communicator>& comm, cclStream* stream,

@@ -9,7 +9,13 @@
 // check it and throw InternalError("message size mismatch...") when the peer disagrees.
 //
 // Errors: every call may throw ccl::Error; a dead or disconnected peer is RemoteError naming the
-// peer's rank. Nothing here blocks beyond the timeout passed to wait().
+// peer's rank (Error::culprit). Nothing here blocks beyond the timeout passed to wait().
+//
+// Failure propagation: a rank whose operation fails cannot take part in the rest of it, so the
+// peers waiting for it (directly or through others) would wait until their timeout. Instead the
+// communicator calls notify_failure() on every transport, which tells every connected peer; a
+// peer's wait() or progress() then throws the notice as its own error (failure_notice.h). So a
+// death seen by one rank reaches all of them within a wake-up, naming the same culprit.
 #pragma once
 
 #include <chrono>
@@ -18,6 +24,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/deadline.h"
@@ -106,6 +113,7 @@ struct MemoryRegistration {
 };
 
 class SharedWindow;
+struct FailureNotice;
 
 class Transport {
  public:
@@ -128,6 +136,24 @@ class Transport {
 
   // Wakes a thread blocked in wait() (used by abort). Safe from any thread.
   virtual void interrupt() = 0;
+
+  // Every rank of the communicator has connected (a barrier passed): a transport that listens for
+  // connections may stop.
+  virtual void setup_done() {}
+
+  // Tells every connected peer that this rank's communicator failed; best effort, never blocks.
+  // The connections are unusable afterwards. Not thread-safe against a running operation: the
+  // communicator calls it from the thread whose operation failed, or when none runs.
+  virtual void notify_failure(const FailureNotice& notice) = 0;
+
+  // Without blocking: the failure notices peers have posted so far, as (peer, notice), where this
+  // transport can see them (a tcp notice behind unread data is not seen). Used to find, after a
+  // timeout, the rank everyone waits for (Communicator::resolve_timeout).
+  virtual void collect_notices(std::vector<std::pair<int, FailureNotice>>& out) = 0;
+
+  // Without blocking: throws the error of a peer that failed (its notice) or vanished while the
+  // communicator is idle. Not thread-safe against a running operation (as notify_failure).
+  virtual void check_health() = 0;
 
   virtual MemoryRegistration register_memory(void* address, size_t bytes) {
     return MemoryRegistration{address, bytes, 0};

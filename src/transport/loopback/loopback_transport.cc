@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "transport/failure_notice.h"
 
 namespace ccl::transport {
 
@@ -19,6 +20,8 @@ struct LoopbackFabric::State {
   std::vector<std::deque<std::vector<std::byte>>> queues;  // [src * nranks + dst]
   std::vector<char> failed;                                // per rank
   std::vector<char> interrupted;                           // per rank
+  std::vector<char> notified;                              // per rank: notices[rank] is set
+  std::vector<FailureNotice> notices;                      // per rank
 
   std::deque<std::vector<std::byte>>& queue(int src, int dst) {
     return queues[static_cast<size_t>(src) * nranks + dst];
@@ -35,6 +38,8 @@ LoopbackFabric::LoopbackFabric(int nranks, size_t piece_bytes) : state_(new Stat
   state_->queues.resize(static_cast<size_t>(nranks) * nranks);
   state_->failed.assign(nranks, 0);
   state_->interrupted.assign(nranks, 0);
+  state_->notified.assign(nranks, 0);
+  state_->notices.resize(nranks);
 }
 
 LoopbackFabric::~LoopbackFabric() = default;
@@ -145,14 +150,42 @@ class LoopbackTransport final : public Transport {
   void wait(std::chrono::microseconds timeout) override {
     std::unique_lock<std::mutex> lock(state_->mutex);
     state_->changed.wait_for(lock, timeout, [&] {
-      if (state_->interrupted[rank_]) return true;
+      if (state_->interrupted[rank_] || notice_locked() >= 0) return true;
       return std::any_of(connections_.begin(), connections_.end(),
                          [](const auto& c) { return c->ready_locked(); });
     });
     state_->interrupted[rank_] = 0;
-    for (const auto& c : connections_) {
-      if (c->peer_gone_locked()) throw_error(cclRemoteError, "rank %d exited", c->peer());
+    if (std::none_of(connections_.begin(), connections_.end(),
+                     [](const auto& c) { return c->ready_locked(); })) {
+      throw_notice_locked();
     }
+    for (const auto& c : connections_) {
+      if (c->peer_gone_locked()) {
+        throw_peer_error(cclRemoteError, c->peer(), "rank %d exited", c->peer());
+      }
+    }
+  }
+
+  void notify_failure(const FailureNotice& notice) override {
+    {
+      std::lock_guard<std::mutex> lock(state_->mutex);
+      if (state_->notified[rank_]) return;
+      state_->notified[rank_] = 1;
+      state_->notices[rank_] = notice;
+    }
+    state_->changed.notify_all();
+  }
+
+  void collect_notices(std::vector<std::pair<int, FailureNotice>>& out) override {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    for (const auto& c : connections_) {
+      if (state_->notified[c->peer()]) out.emplace_back(c->peer(), state_->notices[c->peer()]);
+    }
+  }
+
+  void check_health() override {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    throw_notice_locked();
   }
 
   void interrupt() override {
@@ -164,6 +197,18 @@ class LoopbackTransport final : public Transport {
   }
 
  private:
+  // The first peer that posted a notice, or -1.
+  int notice_locked() const {
+    for (const auto& c : connections_) {
+      if (state_->notified[c->peer()]) return c->peer();
+    }
+    return -1;
+  }
+  void throw_notice_locked() const {
+    const int from = notice_locked();
+    if (from >= 0) throw_notice(state_->notices[from], from);
+  }
+
   std::shared_ptr<LoopbackFabric> fabric_;
   LoopbackFabric::State* state_;
   int rank_;

@@ -3,7 +3,8 @@
 // One segment per receiving rank (its owner). Layout, all offsets from the segment start:
 //   0      SegmentHeader (one cache line)
 //   64     Doorbell: the futex sequence word and the waiter count, each on its own cache line
-//   192    the channel table: the sending rank of each inbound channel (int32 each)
+//   192    FailureLine: the owner's failure notice, or that it left cleanly (failure_notice.h)
+//   256    the channel table: the sending rank of each inbound channel (int32 each)
 //   then, kPage aligned, the shared window (only when window_bytes > 0; shared_window.h):
 //     +0    two MailboxLines (parity 0 and 1): the flag and the inline bytes
 //     +4096 two bulk areas of window_bytes each (rounded up to 4 KiB), parity 0 then 1
@@ -23,10 +24,12 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "transport/failure_notice.h"
+
 namespace ccl::transport::shm {
 
 inline constexpr uint64_t kSegmentMagic = 0x63636c2d73686d31ull;  // "ccl-shm1"
-inline constexpr uint32_t kLayoutVersion = 2;
+inline constexpr uint32_t kLayoutVersion = 3;
 inline constexpr size_t kCacheLine = 64;
 // Channels start at multiples of this, so a peer can map just its channel (64 KiB: a multiple
 // of every page size Linux uses, 4 KiB to 64 KiB).
@@ -54,6 +57,16 @@ struct alignas(kCacheLine) SegmentHeader {
 struct Doorbell {
   alignas(kCacheLine) std::atomic<uint32_t> sequence;
   alignas(kCacheLine) std::atomic<uint32_t> waiters;
+};
+
+// The owner's state as its peers see it: written only by the owner, read by every peer (rarely:
+// when they sleep or are asked for the communicator's health). The notice is written before
+// `state` is stored, and read after `state` is loaded.
+struct alignas(kCacheLine) FailureLine {
+  enum State : uint32_t { kLive = 0, kFailed = 1, kDeparted = 2 };
+  std::atomic<uint32_t> state;
+  uint32_t reserved;
+  FailureNotice notice;
 };
 
 struct alignas(kCacheLine) CounterLine {
@@ -85,10 +98,12 @@ static_assert(sizeof(SegmentHeader) == kCacheLine);
 static_assert(sizeof(MailboxLine) == kCacheLine);
 static_assert(sizeof(Doorbell) == 2 * kCacheLine);
 static_assert(sizeof(ChannelControl) == 2 * kCacheLine);
+static_assert(sizeof(FailureLine) == kCacheLine);
 static_assert(sizeof(SlotHeader) == kCacheLine);
 
 inline constexpr size_t kDoorbellOffset = sizeof(SegmentHeader);
-inline constexpr size_t kChannelTableOffset = kDoorbellOffset + sizeof(Doorbell);
+inline constexpr size_t kFailureLineOffset = kDoorbellOffset + sizeof(Doorbell);
+inline constexpr size_t kChannelTableOffset = kFailureLineOffset + sizeof(FailureLine);
 
 constexpr size_t round_up(size_t value, size_t multiple) {
   return (value + multiple - 1) / multiple * multiple;

@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "transport/shm/doorbell.h"
+#include "transport/shm/peer_failures.h"
 #include "transport/shm/peer_liveness.h"
 #include "transport/shm/shm_connection.h"
 #include "transport/shm/shm_layout.h"
@@ -111,6 +112,11 @@ class ShmTransport final : public Transport {
   }
 
   ~ShmTransport() override {
+    // Peers that outlive us must not take our exit for a failure (check_health).
+    if (own_failure_ != nullptr) {
+      uint32_t live = shm::FailureLine::kLive;
+      own_failure_->state.compare_exchange_strong(live, shm::FailureLine::kDeparted);
+    }
     // Connections point into the mappings: drop them first (members would do it in reverse
     // declaration order anyway; this keeps the dependency explicit).
     window_.reset();
@@ -126,6 +132,11 @@ class ShmTransport final : public Transport {
     interrupt_pending_.store(true, std::memory_order_seq_cst);
     shm::doorbell_force(bell_.load(std::memory_order_acquire));
   }
+  void notify_failure(const FailureNotice& notice) override;
+  void collect_notices(std::vector<std::pair<int, FailureNotice>>& out) override {
+    peer_failures_.collect(out);
+  }
+  void check_health() override;
 
  private:
   std::string key(const char* what, int rank) const {
@@ -150,6 +161,9 @@ class ShmTransport final : public Transport {
   std::vector<ShmSegment> peer_segments_;
   std::vector<std::unique_ptr<ShmConnection>> connections_;
   std::unique_ptr<shm::ShmWindow> window_;
+  shm::FailureLine* own_failure_ = nullptr;  // in own_
+  shm::PeerFailures peer_failures_;
+  std::vector<Doorbell*> peer_bells_;
 
   // Before connect(), wait() and interrupt() use a private doorbell; afterwards the segment's.
   Doorbell private_bell_{};
@@ -229,6 +243,7 @@ void ShmTransport::setup(const SetupContext& ctx, std::span<const int> peers,
     new (&lines[1]) shm::MailboxLine{};
   }
   auto* bell = new (base + shm::kDoorbellOffset) Doorbell{};
+  own_failure_ = new (base + shm::kFailureLineOffset) shm::FailureLine{};
   auto* table = reinterpret_cast<int32_t*>(base + shm::kChannelTableOffset);
   for (size_t i = 0; i < peers.size(); ++i) {
     table[i] = peers[i];
@@ -283,6 +298,9 @@ void ShmTransport::setup(const SetupContext& ctx, std::span<const int> peers,
     ChannelView outbound{reinterpret_cast<shm::ChannelControl*>(m.channel.base()),
                          m.channel.base() + sizeof(shm::ChannelControl), g.slots, g.slot_bytes};
     auto* peer_bell = reinterpret_cast<Doorbell*>(m.header.base() + shm::kDoorbellOffset);
+    peer_bells_.push_back(peer_bell);
+    peer_failures_.add(peers[i], reinterpret_cast<const shm::FailureLine*>(
+                                     m.header.base() + shm::kFailureLineOffset));
     connections_.push_back(std::make_unique<ShmConnection>(
         peers[i], peer_info[i].pid, outbound, channel_view(base, geometry, i), peer_bell));
     peer_segments_.push_back(std::move(m.header));
@@ -311,12 +329,15 @@ void ShmTransport::make_window(const SegmentGeometry& own_geometry, std::span<co
                        &connections_[i]->liveness(), peer_info[i].pid};
   }
   window_ = std::make_unique<shm::ShmWindow>(rank_, std::move(views), capacity, &interrupt_pending_,
-                                             options_.liveness_interval);
+                                             options_.liveness_interval, &peer_failures_);
 }
 
 void ShmTransport::cleanup_failed_setup(const SetupContext& ctx, std::span<const int> peers,
                                         const std::vector<SegmentInfo>& peer_info) {
   connections_.clear();
+  own_failure_ = nullptr;  // they point into the mappings that go now
+  peer_bells_.clear();
+  peer_failures_ = shm::PeerFailures();
   peer_segments_.clear();
   own_ = ShmSegment();  // unmaps and removes our name
   // A peer that died before it could remove its own name would leave it behind: remove it for
@@ -346,9 +367,31 @@ bool ShmTransport::any_ready() const {
 void ShmTransport::wait(std::chrono::microseconds timeout) {
   Doorbell* bell = bell_.load(std::memory_order_acquire);
   auto slice = std::chrono::duration_cast<std::chrono::microseconds>(options_.liveness_interval);
-  if (shm::doorbell_sleep(
-          bell, interrupt_pending_, [&] { return any_ready(); }, std::min(timeout, slice))) {
-    check_liveness();
+  const bool slept = shm::doorbell_sleep(
+      bell, interrupt_pending_, [&] { return any_ready() || peer_failures_.any(); },
+      std::min(timeout, slice));
+  // What a failed peer sent before its notice is still good: only a wait with nothing to take
+  // fails (the executor comes back here once it has taken what is there).
+  if (!any_ready()) peer_failures_.throw_if_any();
+  if (slept) check_liveness();
+}
+
+void ShmTransport::notify_failure(const FailureNotice& notice) {
+  if (own_failure_ == nullptr || own_failure_->state.load() != shm::FailureLine::kLive) return;
+  own_failure_->notice = notice;
+  own_failure_->state.store(shm::FailureLine::kFailed, std::memory_order_seq_cst);  // W1
+  // Unconditionally: a peer between its ready() check and its futex wait is covered by the
+  // sequence change, one that sleeps by the wake.
+  for (Doorbell* bell : peer_bells_) shm::doorbell_force(bell);
+}
+
+void ShmTransport::check_health() {
+  peer_failures_.throw_if_any();
+  for (auto& c : connections_) {
+    if (c->liveness().exited() && !peer_failures_.departed(c->peer())) {
+      throw_peer_error(cclRemoteError, c->peer(), "rank %d (pid %d) exited", c->peer(),
+                       c->liveness().pid());
+    }
   }
 }
 
@@ -358,7 +401,8 @@ void ShmTransport::check_liveness() {
     // Drain first: what the peer wrote before it died is still good.
     c->progress();
     if (c->busy()) {
-      throw_error(cclRemoteError, "rank %d (pid %d) exited", c->peer(), c->liveness().pid());
+      throw_peer_error(cclRemoteError, c->peer(), "rank %d (pid %d) exited", c->peer(),
+                       c->liveness().pid());
     }
   }
 }

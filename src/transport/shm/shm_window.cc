@@ -9,12 +9,13 @@ namespace ccl::transport::shm {
 
 ShmWindow::ShmWindow(int rank, std::vector<WindowView> views, size_t capacity,
                      std::atomic<bool>* interrupt_pending,
-                     std::chrono::milliseconds liveness_interval)
+                     std::chrono::milliseconds liveness_interval, const PeerFailures* peer_failures)
     : rank_(rank),
       views_(std::move(views)),
       capacity_(capacity),
       interrupt_pending_(interrupt_pending),
-      liveness_interval_(liveness_interval) {}
+      liveness_interval_(liveness_interval),
+      peer_failures_(peer_failures) {}
 
 std::byte* ShmWindow::mailbox(int rank, unsigned parity, size_t bytes) {
   if (bytes > capacity_ && bytes > kInlineBytes) {
@@ -41,12 +42,14 @@ void ShmWindow::wait_for(int rank, unsigned parity, uint64_t value,
                          std::chrono::microseconds timeout) {
   flush();
   const bool slept = doorbell_sleep(
-      views_[rank_].bell, *interrupt_pending_, [&] { return flag(rank, parity) >= value; },
+      views_[rank_].bell, *interrupt_pending_,
+      [&] { return flag(rank, parity) >= value || peer_failures_->any(); },
       std::min(timeout, liveness_interval_));
+  if (flag(rank, parity) < value) peer_failures_->throw_if_any();
   // Only the awaited rank matters: another may have finished this operation and exited.
   const PeerLiveness* liveness = views_[rank].liveness;
   if (slept && liveness != nullptr && flag(rank, parity) < value && liveness->exited()) {
-    throw_error(cclRemoteError, "rank %d (pid %d) exited", rank, liveness->pid());
+    throw_peer_error(cclRemoteError, rank, "rank %d (pid %d) exited", rank, liveness->pid());
   }
 }
 

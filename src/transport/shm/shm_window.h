@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "transport/shared_window.h"
+#include "transport/shm/peer_failures.h"
 #include "transport/shm/peer_liveness.h"
 #include "transport/shm/registered_memory.h"
 #include "transport/shm/shm_layout.h"
@@ -29,9 +30,11 @@ class ShmWindow final : public SharedWindow {
   // views[r] for every rank r of the communicator; views[rank] is ours. `interrupt_pending` is the
   // transport's flag, set by interrupt() before it rings our doorbell.
   // A sleep lasts at most `liveness_interval`, so a dead awaited rank is noticed (the
-  // transport's ShmOptions::liveness_interval).
+  // transport's ShmOptions::liveness_interval). A failure notice posted by any peer
+  // (`peer_failures`, the transport's) ends a wait with that notice's error.
   ShmWindow(int rank, std::vector<WindowView> views, size_t capacity,
-            std::atomic<bool>* interrupt_pending, std::chrono::milliseconds liveness_interval);
+            std::atomic<bool>* interrupt_pending, std::chrono::milliseconds liveness_interval,
+            const PeerFailures* peer_failures);
 
   int nranks() const override { return static_cast<int>(views_.size()); }
   int rank() const override { return rank_; }
@@ -70,6 +73,7 @@ class ShmWindow final : public SharedWindow {
   size_t capacity_;
   std::atomic<bool>* interrupt_pending_;
   std::chrono::microseconds liveness_interval_;
+  const PeerFailures* peer_failures_;
   RegisteredMapper mapper_;
 };
 

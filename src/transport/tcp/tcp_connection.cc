@@ -32,7 +32,78 @@ TcpConnection::TcpConnection(int peer, Socket socket, std::string peer_address)
   socket_.set_nodelay(true);
 }
 
-TcpConnection::~TcpConnection() = default;
+TcpConnection::~TcpConnection() {
+  // A goodbye, so that a peer still running does not take our exit for a crash.
+  NoticeFrame bye{kNoticeMagic, 0, kDeparted, -1, -1};
+  if (!notice_sent_ && socket_.valid() && (sends_.empty() || sends_.front().sent == 0)) {
+    [[maybe_unused]] ssize_t n =
+        ::send(socket_.fd(), &bye, sizeof(bye), MSG_NOSIGNAL | MSG_DONTWAIT);
+  }
+}
+
+void TcpConnection::send_notice(const FailureNotice& notice) {
+  if (notice_sent_ || !socket_.valid()) return;
+  notice_sent_ = true;
+  if (sends_.empty() || sends_.front().sent == 0) {
+    NoticeFrame frame{kNoticeMagic, static_cast<int16_t>(notice.code),
+                      static_cast<int16_t>(notice.kind), notice.origin, notice.culprit};
+    // 16 bytes into a socket: it fits unless the send buffer is full, and then the peer reads a
+    // cut header before the end of the stream, which is a failure too.
+    [[maybe_unused]] ssize_t n =
+        ::send(socket_.fd(), &frame, sizeof(frame), MSG_NOSIGNAL | MSG_DONTWAIT);
+  }
+  ::shutdown(socket_.fd(), SHUT_WR);
+}
+
+bool TcpConnection::idle_peer_gone() {
+  NoticeFrame frame{};
+  ssize_t n;
+  do {
+    n = ::recv(socket_.fd(), &frame, sizeof(frame), MSG_PEEK | MSG_DONTWAIT);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) return !is_transient(errno);  // ECONNRESET and the like: gone
+  if (n == 0) return true;                 // closed without a word
+  if (static_cast<size_t>(n) < sizeof(frame) || frame.magic != kNoticeMagic) return false;
+  if (frame.kind == kDeparted) return false;
+  fail_notice(frame);
+}
+
+namespace {
+FailureNotice notice_of(const NoticeFrame& frame) {
+  FailureNotice notice;
+  notice.code = frame.code;
+  notice.kind = frame.kind;
+  notice.origin = frame.origin;
+  notice.culprit = frame.culprit;
+  return notice;
+}
+}  // namespace
+
+std::optional<FailureNotice> TcpConnection::peek_notice() {
+  if (notice_received_ || !socket_.valid()) return notice_received_;
+  // Only at a message boundary are the next bytes a header.
+  if (in_started_ && (in_header_got_ != 0 || staged_ != 0)) return std::nullopt;
+  NoticeFrame frame{};
+  ssize_t n;
+  do {
+    n = ::recv(socket_.fd(), &frame, sizeof(frame), MSG_PEEK | MSG_DONTWAIT);
+  } while (n < 0 && errno == EINTR);
+  if (n != static_cast<ssize_t>(sizeof(frame)) || frame.magic != kNoticeMagic ||
+      frame.kind == kDeparted) {
+    return std::nullopt;
+  }
+  return notice_of(frame);
+}
+
+void TcpConnection::fail_notice(const NoticeFrame& frame) {
+  const FailureNotice notice = notice_of(frame);
+  notice_received_ = notice;
+  try {
+    throw_notice(notice, peer());
+  } catch (const Error& e) {
+    fail(e);
+  }
+}
 
 void TcpConnection::post_send(SendRequest* request) {
   if (request == nullptr || (request->bytes > 0 && request->data == nullptr)) {
@@ -64,7 +135,7 @@ short TcpConnection::poll_events() const {
 bool TcpConnection::progress() {
   if (failed_) {
     if (!busy()) return false;
-    throw Error(error_code_, error_message_);
+    throw error_;
   }
   // Sends first: a ping-pong's reply leaves before we look for the next message.
   bool moved = progress_sends();
@@ -192,6 +263,19 @@ bool TcpConnection::progress_recvs() {
 }
 
 void TcpConnection::check_header(const RecvRequest& request) {
+  if (in_header_.magic == kNoticeMagic) {
+    NoticeFrame frame;
+    static_assert(sizeof(frame) == sizeof(in_header_));
+    std::memcpy(&frame, &in_header_, sizeof(frame));
+    if (frame.kind == kDeparted) {
+      fail(Error(cclRemoteError,
+                 "tcp: connection to rank " + std::to_string(peer()) + " (" + peer_address_ +
+                     "): the peer destroyed its communicator while this rank still expects a "
+                     "message",
+                 peer()));
+    }
+    fail_notice(frame);
+  }
   if (in_header_.magic != kFrameMagic || in_header_.sequence != recv_sequence_) {
     fail(cclInternalError, std::string("tcp: corrupt stream from rank ") + std::to_string(peer()) +
                                " (" + peer_address_ + "): bad frame header (magic " +
@@ -227,11 +311,14 @@ void TcpConnection::finish_recv(RecvRequest& request) {
 }
 
 void TcpConnection::fail(cclResult_t code, const std::string& message) {
+  fail(Error(code, message, peer()));
+}
+
+void TcpConnection::fail(const Error& error) {
   failed_ = true;
-  error_code_ = code;
-  error_message_ = message;
-  CCL_WARN(kNet, "%s", message.c_str());
-  throw Error(code, message);
+  error_ = error;
+  CCL_WARN(kNet, "%s", error.what());
+  throw error_;
 }
 
 void TcpConnection::fail_closed() {

@@ -10,10 +10,13 @@
 #include <cstddef>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "ccl/ccl.h"
 #include "core/bootstrap/socket.h"
+#include "core/error.h"
+#include "transport/failure_notice.h"
 #include "transport/tcp/tcp_wire.h"
 #include "transport/transport.h"
 
@@ -36,6 +39,20 @@ class TcpConnection final : public Connection {
   // True once the connection has thrown; it throws the same error on every later progress().
   bool failed() const { return failed_; }
 
+  // Failure propagation (transport.h): sends `notice` if no message is half sent (else the
+  // peer learns from the closed stream), then closes our direction. Never blocks.
+  void send_notice(const FailureNotice& notice);
+  // For a connection with nothing posted: what the peer's closing or waiting bytes mean. Throws
+  // the peer's failure notice; returns true if the peer is gone without a goodbye (a crash),
+  // false if it left cleanly, or nothing is known (data of a later message is waiting).
+  bool idle_peer_gone();
+  // The peer's failure notice if it has been read, or can be seen without consuming anything
+  // (nothing half read); else nothing.
+  std::optional<FailureNotice> peek_notice();
+  // An idle connection whose peer closed is polled no more (its hang-up would wake every poll).
+  bool watch_idle() const { return !idle_closed_ && !notice_sent_; }
+  void set_idle_closed() { idle_closed_ = true; }
+
   static constexpr size_t kStagingBytes = 256 * 1024;
   // Bytes moved per direction per progress() call, so one busy peer cannot starve the others.
   static constexpr size_t kProgressBudget = 4 * 1024 * 1024;
@@ -54,6 +71,9 @@ class TcpConnection final : public Connection {
   void deliver_staged(RecvRequest& request);
   void finish_recv(RecvRequest& request);
   [[noreturn]] void fail(cclResult_t code, const std::string& message);
+  [[noreturn]] void fail(const Error& error);
+  // A NoticeFrame read in place of a frame header: the peer's notice, thrown as our error.
+  [[noreturn]] void fail_notice(const NoticeFrame& frame);
   [[noreturn]] void fail_closed();
   [[noreturn]] void fail_errno(const char* what, int err);
 
@@ -77,8 +97,10 @@ class TcpConnection final : public Connection {
   size_t staged_ = 0;  // payload bytes in staging_, at message offset request->done_bytes
 
   bool failed_ = false;
-  cclResult_t error_code_ = cclSuccess;
-  std::string error_message_;
+  Error error_{cclSuccess, ""};  // what progress() rethrows once failed_
+  bool notice_sent_ = false;     // our direction is closed
+  std::optional<FailureNotice> notice_received_;
+  bool idle_closed_ = false;
 };
 
 }  // namespace ccl::transport::tcp

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "transport/failure_notice.h"
 #include "transport/tcp/tcp_connection.h"
 #include "transport/tcp/tcp_handshake.h"
 
@@ -78,7 +79,13 @@ class TcpTransport final : public Transport {
       polled.clear();
       fds.push_back(pollfd{wakeup_.fd(), POLLIN, 0});
       for (auto& [peer, conn] : connections_) {
-        if (!conn->busy()) continue;
+        if (!conn->busy()) {
+          // An idle peer matters only if it fails: its notice (or a crash) ends the wait.
+          if (!conn->watch_idle()) continue;
+          fds.push_back(pollfd{conn->fd(), POLLRDHUP, 0});
+          polled.push_back(conn.get());
+          continue;
+        }
         if (conn->failed()) conn->progress();  // rethrows its error
         fds.push_back(pollfd{conn->fd(), conn->poll_events(), 0});
         polled.push_back(conn.get());
@@ -100,8 +107,15 @@ class TcpTransport final : public Transport {
         // A hang-up or error: let the connection drain what already arrived, then throw if
         // requests are still pending on it.
         for (size_t i = 0; i < polled.size(); ++i) {
-          if (fds[i + 1].revents & (POLLHUP | POLLERR | POLLRDHUP | POLLNVAL))
+          if (!(fds[i + 1].revents & (POLLHUP | POLLERR | POLLRDHUP | POLLNVAL))) continue;
+          if (polled[i]->busy()) {
             polled[i]->progress();
+          } else {
+            // Its notice throws; a goodbye or a crash of a peer this operation does not need
+            // is left to the operation that needs it.
+            polled[i]->idle_peer_gone();
+            polled[i]->set_idle_closed();
+          }
         }
         return;
       }
@@ -112,6 +126,35 @@ class TcpTransport final : public Transport {
   void interrupt() override {
     uint64_t one = 1;
     [[maybe_unused]] ssize_t n = ::write(wakeup_.fd(), &one, sizeof(one));
+  }
+
+  void setup_done() override { handshake_.stop_listening(); }
+
+  void notify_failure(const FailureNotice& notice) override {
+    for (auto& [peer, conn] : connections_) conn->send_notice(notice);
+  }
+
+  void collect_notices(std::vector<std::pair<int, FailureNotice>>& out) override {
+    for (auto& [peer, conn] : connections_) {
+      if (auto notice = conn->peek_notice()) out.emplace_back(peer, *notice);
+    }
+  }
+
+  void check_health() override {
+    std::vector<pollfd>& fds = poll_fds_;
+    fds.clear();
+    for (auto& [peer, conn] : connections_)
+      fds.push_back(pollfd{conn->fd(), POLLIN | POLLRDHUP, 0});
+    if (fds.empty() || ::poll(fds.data(), fds.size(), 0) <= 0) return;
+    size_t i = 0;
+    for (auto& [peer, conn] : connections_) {
+      const short revents = fds[i++].revents;
+      if (revents == 0 || conn->busy()) continue;
+      if (conn->idle_peer_gone()) {
+        throw_peer_error(cclRemoteError, peer, "tcp: rank %d closed its connection without a word",
+                         peer);
+      }
+    }
   }
 
  private:
