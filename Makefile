@@ -1,12 +1,14 @@
 # The two commands of the README. Everything else is plain CMake.
 #   make run   installs what is missing, builds Release, runs a 2-rank all_reduce_perf sweep
 #   make test  installs what is missing, builds, runs ctest
-#   make asan  the same suite in an ASan+UBSan build (build-asan/)
+#   make asan  the same suite but the fault-injection trials in an ASan+UBSan build (build-asan/)
+#   make tsan  the unit and integration tests in a TSan build (build-tsan/)
+#   make fuzz  builds the libFuzzer targets with clang (build-fuzz/) and runs each for FUZZ_SECONDS
 BUILD ?= build
 JOBS ?= $(shell nproc)
 NP ?= 2
 
-.PHONY: deps build run test asan tsan clean format
+.PHONY: deps build run test asan tsan fuzz clean format
 
 deps:
 	./scripts/install-deps.sh
@@ -24,15 +26,21 @@ test: build
 asan: deps
 	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCCL_SANITIZE=address
 	cmake --build build-asan -j $(JOBS)
-	cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j $(JOBS) --timeout 900
+	cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j $(JOBS) --timeout 900 -LE fault
 
 tsan: deps
 	cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCCL_SANITIZE=thread
 	cmake --build build-tsan -j $(JOBS)
-	cd build-tsan && ctest --output-on-failure -j $(JOBS) --timeout 900
+	cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS) --timeout 900 -L 'unit|integration'
+
+FUZZ_SECONDS ?= 30
+fuzz: deps
+	CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCCL_FUZZ=ON
+	cmake --build build-fuzz -j $(JOBS) --target fuzz_targets
+	tests/fuzz/run_all.sh $(FUZZ_SECONDS) build-fuzz
 
 format:
 	git ls-files '*.cc' '*.h' '*.c' | xargs clang-format -i
 
 clean:
-	rm -rf $(BUILD) build-asan build-tsan
+	rm -rf $(BUILD) build-asan build-tsan build-fuzz
