@@ -31,7 +31,8 @@ asan: deps
 tsan: deps
 	cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCCL_SANITIZE=thread
 	cmake --build build-tsan -j $(JOBS)
-	cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS) --timeout 900 -L 'unit|integration'
+	# The symbolic schedule sweeps (Sweep/) are single-threaded pure functions: nothing for TSan.
+	cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS) --timeout 900 -L 'unit|integration' -E '^Sweep/'
 
 FUZZ_SECONDS ?= 30
 fuzz: deps

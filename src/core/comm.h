@@ -5,13 +5,13 @@
 #include <atomic>
 #include <condition_variable>
 #include <functional>
-#include <thread>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <span>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 

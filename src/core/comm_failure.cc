@@ -37,8 +37,14 @@ void Communicator::notify_peers(const transport::FailureNotice& notice) {
 void Communicator::abort_and_notify(std::chrono::milliseconds grace) {
   abort();
   if (init_state_.load(std::memory_order_acquire) != kReady) return;
+  // try_lock in a loop, not a timed lock: ThreadSanitizer misreads pthread_mutex_timedlock.
   std::unique_lock lock(op_mutex_, std::defer_lock);
-  if (lock.try_lock_for(grace)) notify_peers(transport::abort_notice(rank_));
+  const Deadline until = Deadline::after(grace);
+  while (!lock.try_lock()) {
+    if (until.expired()) return;  // the operation still running tells the peers itself
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  notify_peers(transport::abort_notice(rank_));
 }
 
 cclResult_t Communicator::poll_async_error() {

@@ -155,7 +155,7 @@ TEST(Abort, AnIdlePeerSeesItInGetAsyncError) {
 TEST(Timeout, NamesTheAwaitedRankAndTheOperation) {
   std::atomic<bool> rank0_done{false};
   run_ranks(2, [&](int rank, cclUniqueId id) {
-    cclConfig_t config = config_with(1, 500);
+    cclConfig_t config = config_with(1, 2000);
     cclComm_t comm = nullptr;
     ASSERT_EQ(cclCommInitRankConfig(&comm, 2, id, rank, &config), cclSuccess);
     std::vector<float> x(64, 1.0f);
