@@ -86,6 +86,18 @@ class Reader {
   size_t need_ = 0;
 };
 
+// A length-prefixed value (u32 length, then the bytes) of at most kMaxValueBytes, into *out:
+// kIncomplete until all of it is there, kInvalid (with the announced length) if it is too long.
+Parse read_value(Reader& in, Bytes* out, uint32_t* announced) {
+  if (!in.have(4)) return Parse::kIncomplete;
+  *announced = in.u32();
+  if (*announced > kMaxValueBytes) return Parse::kInvalid;
+  if (!in.have(*announced)) return Parse::kIncomplete;
+  const uint8_t* p = in.take(*announced);
+  out->assign(p, p + *announced);
+  return Parse::kComplete;
+}
+
 }  // namespace
 
 Bytes encode_request(const Request& r) {
@@ -148,12 +160,10 @@ Parse parse_request(const uint8_t* data, size_t size, Request* out, size_t* cons
   if (!read_key(&r.key, &result)) return result;
   switch (r.op) {
     case Op::kSet: {
-      if (!in.have(4)) return incomplete();
-      uint32_t len = in.u32();
-      if (len > kMaxValueBytes) return invalid("value of " + std::to_string(len) + " bytes");
-      if (!in.have(len)) return incomplete();
-      const uint8_t* p = in.take(len);
-      r.value.assign(p, p + len);
+      uint32_t len = 0;
+      const Parse value = read_value(in, &r.value, &len);
+      if (value == Parse::kIncomplete) return incomplete();
+      if (value == Parse::kInvalid) return invalid("value of " + std::to_string(len) + " bytes");
       break;
     }
     case Op::kAdd:
@@ -203,15 +213,13 @@ Parse parse_reply(Op op, const uint8_t* data, size_t size, Reply* out, size_t* c
   Reply r;
   switch (op) {
     case Op::kGet: {
-      if (!in.have(4)) return incomplete();
-      const uint32_t len = in.u32();
-      if (len > kMaxValueBytes) {
+      uint32_t len = 0;
+      const Parse value = read_value(in, &r.value, &len);
+      if (value == Parse::kIncomplete) return incomplete();
+      if (value == Parse::kInvalid) {
         *error = "reply announces " + std::to_string(len) + " bytes";
         return Parse::kInvalid;
       }
-      if (!in.have(len)) return incomplete();
-      const uint8_t* p = in.take(len);
-      r.value.assign(p, p + len);
       break;
     }
     case Op::kAdd:
