@@ -188,8 +188,11 @@ TEST(DirectCollectives, MixedBackToBackOperations) {
 // from every root, back to back.
 TEST(DirectCollectives, PipelinedBroadcastOfManyPieces) {
   const size_t window = 512 * 1024;
+  // One deadline covers all 18 broadcasts: room for sanitizer builds on a loaded machine.
+  HarnessOptions options = window_options(window);
+  options.timeout = std::chrono::seconds(120);
   for (int n : {3}) {  // the root and two receivers (sanitizer builds run this 10x slower)
-    expect_all_ok(run_shm_threads(n, window_options(window), [&](RankEnv& env) {
+    expect_all_ok(run_shm_threads(n, options, [&](RankEnv& env) {
       auto dc = direct(env);
       for (size_t bytes :
            {window, 5 * algo::DirectCollectives::kBroadcastPiece + 12, size_t{100}}) {
