@@ -101,11 +101,10 @@ void Communicator::check_agreement(const OpInfo& info) {
   execute(cached(kAllGather, ring, bytes, -1, 1), &mine, all.data(), copy_op(cclUint8), "check");
   const std::string mismatch = mismatch_message(all);
   if (mismatch.empty()) return;
-  // Every rank saw the same table, so every rank fails here with the same message: no notice.
+  // Every rank saw the same table, so every rank fails here with the same message.
   const Error error(cclInvalidUsage, std::string("CCL_CHECK_MODE: ") + mismatch);
   end_record(error);
-  cclResult_t expected = cclSuccess;
-  async_error_.compare_exchange_strong(expected, cclInvalidUsage);
+  record_failure(error);
   throw error;
 }
 

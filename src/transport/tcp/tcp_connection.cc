@@ -34,33 +34,38 @@ TcpConnection::TcpConnection(int peer, Socket socket, std::string peer_address)
 
 TcpConnection::~TcpConnection() {
   // A goodbye, so that a peer still running does not take our exit for a crash.
-  NoticeFrame bye{kNoticeMagic, 0, kDeparted, -1, -1};
-  if (!notice_sent_ && socket_.valid() && (sends_.empty() || sends_.front().sent == 0)) {
-    [[maybe_unused]] ssize_t n =
-        ::send(socket_.fd(), &bye, sizeof(bye), MSG_NOSIGNAL | MSG_DONTWAIT);
-  }
+  if (!notice_sent_ && socket_.valid())
+    send_at_boundary(NoticeFrame{kNoticeMagic, 0, kDeparted, -1, -1});
+}
+
+void TcpConnection::send_at_boundary(const NoticeFrame& frame) {
+  // Only where the next bytes of our stream are a header (no message half sent). 16 bytes into a
+  // socket fit unless its send buffer is full; then the peer reads a cut header before the end
+  // of the stream, which is a failure too.
+  if (!sends_.empty() && sends_.front().sent != 0) return;
+  [[maybe_unused]] ssize_t n =
+      ::send(socket_.fd(), &frame, sizeof(frame), MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+ssize_t TcpConnection::peek_frame(NoticeFrame* frame) {
+  ssize_t n;
+  do {
+    n = ::recv(socket_.fd(), frame, sizeof(*frame), MSG_PEEK | MSG_DONTWAIT);
+  } while (n < 0 && errno == EINTR);
+  return n;
 }
 
 void TcpConnection::send_notice(const FailureNotice& notice) {
   if (notice_sent_ || !socket_.valid()) return;
   notice_sent_ = true;
-  if (sends_.empty() || sends_.front().sent == 0) {
-    NoticeFrame frame{kNoticeMagic, static_cast<int16_t>(notice.code),
-                      static_cast<int16_t>(notice.kind), notice.origin, notice.culprit};
-    // 16 bytes into a socket: it fits unless the send buffer is full, and then the peer reads a
-    // cut header before the end of the stream, which is a failure too.
-    [[maybe_unused]] ssize_t n =
-        ::send(socket_.fd(), &frame, sizeof(frame), MSG_NOSIGNAL | MSG_DONTWAIT);
-  }
+  send_at_boundary(NoticeFrame{kNoticeMagic, static_cast<int16_t>(notice.code),
+                               static_cast<int16_t>(notice.kind), notice.origin, notice.culprit});
   ::shutdown(socket_.fd(), SHUT_WR);
 }
 
 bool TcpConnection::idle_peer_gone() {
   NoticeFrame frame{};
-  ssize_t n;
-  do {
-    n = ::recv(socket_.fd(), &frame, sizeof(frame), MSG_PEEK | MSG_DONTWAIT);
-  } while (n < 0 && errno == EINTR);
+  const ssize_t n = peek_frame(&frame);
   if (n < 0) return !is_transient(errno);  // ECONNRESET and the like: gone
   if (n == 0) return true;                 // closed without a word
   if (static_cast<size_t>(n) < sizeof(frame) || frame.magic != kNoticeMagic) return false;
@@ -84,11 +89,7 @@ std::optional<FailureNotice> TcpConnection::peek_notice() {
   // Only at a message boundary are the next bytes a header.
   if (in_started_ && (in_header_got_ != 0 || staged_ != 0)) return std::nullopt;
   NoticeFrame frame{};
-  ssize_t n;
-  do {
-    n = ::recv(socket_.fd(), &frame, sizeof(frame), MSG_PEEK | MSG_DONTWAIT);
-  } while (n < 0 && errno == EINTR);
-  if (n != static_cast<ssize_t>(sizeof(frame)) || frame.magic != kNoticeMagic ||
+  if (peek_frame(&frame) != static_cast<ssize_t>(sizeof(frame)) || frame.magic != kNoticeMagic ||
       frame.kind == kDeparted) {
     return std::nullopt;
   }

@@ -74,6 +74,10 @@ class TcpConnection final : public Connection {
   [[noreturn]] void fail(const Error& error);
   // A NoticeFrame read in place of a frame header: the peer's notice, thrown as our error.
   [[noreturn]] void fail_notice(const NoticeFrame& frame);
+  // Sends `frame` unless a message is half sent (never blocks).
+  void send_at_boundary(const NoticeFrame& frame);
+  // recv(MSG_PEEK) of the next 16 bytes, consuming nothing; the byte count or -1 (errno set).
+  ssize_t peek_frame(NoticeFrame* frame);
   [[noreturn]] void fail_closed();
   [[noreturn]] void fail_errno(const char* what, int err);
 
