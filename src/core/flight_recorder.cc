@@ -44,9 +44,7 @@ void appendf(std::string& out, const char* fmt, ...) {
   if (n > 0) out.append(buf, std::min(static_cast<size_t>(n), sizeof(buf) - 1));
 }
 
-bool finished(FlightRecorder::State s) {
-  return s != FlightRecorder::State::Queued && s != FlightRecorder::State::Started;
-}
+bool finished(FlightRecorder::State s) { return s != FlightRecorder::State::Started; }
 
 }  // namespace
 
@@ -64,8 +62,6 @@ FlightRecorder::~FlightRecorder() {
 
 const char* FlightRecorder::state_name(State s) {
   switch (s) {
-    case State::Queued:
-      return "queued";
     case State::Started:
       return "started";
     case State::Completed:
@@ -80,8 +76,7 @@ const char* FlightRecorder::state_name(State s) {
   return "unknown";
 }
 
-uint64_t FlightRecorder::record(const OpRecord& r, State s,
-                                std::chrono::steady_clock::time_point at) {
+uint64_t FlightRecorder::record(const OpRecord& r, std::chrono::steady_clock::time_point at) {
   // Outside the lock: reading the clock is the costliest part (a caller that has just read it
   // passes its reading).
   const int64_t t =
@@ -93,11 +88,10 @@ uint64_t FlightRecorder::record(const OpRecord& r, State s,
   Slot& slot = slots_[handle % capacity_];
   slot.handle = handle;
   slot.rec = r;
-  slot.state = s;
+  slot.state = State::Started;
   slot.result = 0;
   slot.npending = 0;
-  slot.t_queued = t;
-  slot.t_start = s == State::Started ? t : 0;
+  slot.t_start = t;
   slot.t_end = 0;
   return handle;
 }
@@ -106,16 +100,6 @@ FlightRecorder::Slot* FlightRecorder::find(uint64_t handle) {
   if (handle == 0) return nullptr;
   Slot& slot = slots_[handle % capacity_];
   return slot.handle == handle ? &slot : nullptr;
-}
-
-void FlightRecorder::start(uint64_t handle) {
-  if (capacity_ == 0 || handle == 0) return;
-  const int64_t t = now_ns();
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (Slot* slot = find(handle); slot != nullptr && slot->state == State::Queued) {
-    slot->state = State::Started;
-    slot->t_start = t;
-  }
 }
 
 void FlightRecorder::set_pending(uint64_t handle, std::span<const int> peers) {
@@ -136,7 +120,6 @@ void FlightRecorder::end(uint64_t handle, State s, int result_code) {
     slot->state = s;
     slot->result = result_code;
     slot->t_end = t;
-    if (slot->t_start == 0) slot->t_start = t;  // ended (aborted) while still queued
   }
 }
 
@@ -180,15 +163,11 @@ std::string FlightRecorder::format() const {
               r.protocol != nullptr ? r.protocol : "");
     appendf(out, " state %s", state_name(s.state));
     if (s.result != 0) appendf(out, " (%s)", result_name(s.result));
-    if (s.state == State::Queued) {
-      appendf(out, ", queued %.3f ms ago", ms(now - s.t_queued));
-    } else {
-      appendf(out, ", started %.3f ms ago", ms(now - s.t_start));
-      if (finished(s.state))
-        appendf(out, ", took %.3f ms", ms(s.t_end - s.t_start));
-      else
-        appendf(out, ", running %.3f ms", ms(now - s.t_start));
-    }
+    appendf(out, ", started %.3f ms ago", ms(now - s.t_start));
+    if (finished(s.state))
+      appendf(out, ", took %.3f ms", ms(s.t_end - s.t_start));
+    else
+      appendf(out, ", running %.3f ms", ms(now - s.t_start));
     // Pending peers also of failed and timed-out operations: whom they waited for is the point.
     if (s.npending > 0 && s.state != State::Completed) {
       out += ", pending peers";

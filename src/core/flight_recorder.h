@@ -3,7 +3,7 @@
 // error (the caller calls dump()) and on SIGUSR1 (signal_dump.h), so that the rank holding
 // everyone up can be named from the logs alone: its peers all show it as pending.
 //
-// The hot path (queued/begin/start/end) writes one fixed-size slot of a ring under a mutex held
+// The hot path (begin/end) writes one fixed-size slot of a ring under a mutex held
 // for a few stores; a dump copies the ring under the same mutex and formats outside it. A
 // capacity of 0 disables the recorder: every call is then a branch and nothing else.
 #pragma once
@@ -35,7 +35,7 @@ struct OpRecord {
 
 class FlightRecorder {
  public:
-  enum class State : uint8_t { Queued, Started, Completed, Failed, Aborted, TimedOut };
+  enum class State : uint8_t { Started, Completed, Failed, Aborted, TimedOut };
   static constexpr int kMaxPending = 8;  // peers kept per operation; more are only counted
 
   // capacity 0: disabled. comm_name is copied.
@@ -47,15 +47,12 @@ class FlightRecorder {
   bool enabled() const { return capacity_ != 0; }
   size_t capacity() const { return capacity_; }
 
-  // Records an operation as Started (begin) or Queued (queued, for stream work; start() moves it
-  // to Started later). Returns a handle for the calls below; 0 when disabled. A handle whose slot
-  // has since been reused by a newer operation is ignored by every call below.
+  // Records an operation as Started. Returns a handle for the calls below; 0 when disabled. A
+  // handle whose slot has since been reused by a newer operation is ignored by every call below.
   // `at`: when it started, if the caller has just read the steady clock (saves a reading).
   uint64_t begin(const OpRecord& r, std::chrono::steady_clock::time_point at = {}) {
-    return capacity_ == 0 ? 0 : record(r, State::Started, at);
+    return capacity_ == 0 ? 0 : record(r, at);
   }
-  uint64_t queued(const OpRecord& r) { return capacity_ == 0 ? 0 : record(r, State::Queued, {}); }
-  void start(uint64_t handle);
   // The peers the operation waits for now (called when the executor goes to sleep; an empty
   // span clears them). The first kMaxPending are kept, the rest counted.
   void set_pending(uint64_t handle, std::span<const int> peers);
@@ -75,14 +72,14 @@ class FlightRecorder {
   struct Slot {
     uint64_t handle = 0;  // 0: empty
     OpRecord rec;
-    State state = State::Queued;
+    State state = State::Started;
     int result = 0;
     int npending = 0;  // all pending peers, also those beyond kMaxPending
     int pending[kMaxPending] = {};
-    int64_t t_queued = 0, t_start = 0, t_end = 0;  // steady_clock ns; 0: not yet
+    int64_t t_start = 0, t_end = 0;  // steady_clock ns; 0: not yet
   };
 
-  uint64_t record(const OpRecord& r, State s, std::chrono::steady_clock::time_point at);
+  uint64_t record(const OpRecord& r, std::chrono::steady_clock::time_point at);
   // The slot of a live handle, or nullptr; mutex_ held.
   Slot* find(uint64_t handle);
 

@@ -176,16 +176,6 @@ TEST(FlightRecorder, FailedAndTimedOutOpsNameTheirResultAndKeepTheirPeers) {
   EXPECT_TRUE(contains(lines[2], "state aborted (cclRemoteError)")) << lines[2];
 }
 
-TEST(FlightRecorder, QueuedOpsStartLater) {
-  FlightRecorder fr(4, "c", 0, 2);
-  const uint64_t h = fr.queued(allreduce(1));
-  EXPECT_TRUE(contains(fr.format(), "state queued, queued")) << fr.format();
-  fr.start(h);
-  EXPECT_TRUE(contains(fr.format(), "state started, started")) << fr.format();
-  fr.end(h, State::Completed, cclSuccess);
-  EXPECT_TRUE(contains(fr.format(), "state completed")) << fr.format();
-}
-
 TEST(FlightRecorder, StaleHandlesAreIgnored) {
   FlightRecorder fr(2, "c", 0, 2);
   const uint64_t old = fr.begin(allreduce(1));
@@ -206,10 +196,8 @@ TEST(FlightRecorder, CapacityZeroDoesNothing) {
   EXPECT_FALSE(fr.enabled());
   const uint64_t h = fr.begin(allreduce(1));
   EXPECT_EQ(h, 0u);
-  EXPECT_EQ(fr.queued(allreduce(2)), 0u);
   const int peers[] = {1};
   fr.set_pending(h, peers);
-  fr.start(h);
   fr.end(h, State::Failed, cclRemoteError);
   EXPECT_TRUE(contains(fr.format(), "disabled")) << fr.format();
   EXPECT_EQ(lines_of(fr.format()).size(), 1u);
