@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "core/error.h"
+
 namespace ccl::transport::shm {
 
 namespace {
@@ -53,6 +55,10 @@ bool PeerLiveness::exited() const {
   if (kill(pid_, 0) != 0 && errno == ESRCH) return true;
   char state = proc_state(pid_);
   return state == 'Z' || state == 'X';
+}
+
+void PeerLiveness::throw_exited(int rank) const {
+  throw_peer_error(cclRemoteError, rank, "rank %d (pid %d) exited", rank, pid_);
 }
 
 }  // namespace ccl::transport::shm

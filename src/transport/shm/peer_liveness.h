@@ -16,6 +16,8 @@ class PeerLiveness {
   // Non-blocking. A pidfd (Linux 5.3+) turns readable when the process exits, even as an unreaped
   // zombie and without pid-reuse races; otherwise kill(pid, 0) and /proc/<pid>/stat (Z or X).
   bool exited() const;
+  // RemoteError "rank R (pid P) exited", blaming `rank` (the rank this process was).
+  [[noreturn]] void throw_exited(int rank) const;
 
  private:
   int pid_;

@@ -389,8 +389,7 @@ void ShmTransport::check_health() {
   peer_failures_.throw_if_any();
   for (auto& c : connections_) {
     if (c->liveness().exited() && !peer_failures_.departed(c->peer())) {
-      throw_peer_error(cclRemoteError, c->peer(), "rank %d (pid %d) exited", c->peer(),
-                       c->liveness().pid());
+      c->liveness().throw_exited(c->peer());
     }
   }
 }
@@ -401,8 +400,7 @@ void ShmTransport::check_liveness() {
     // Drain first: what the peer wrote before it died is still good.
     c->progress();
     if (c->busy()) {
-      throw_peer_error(cclRemoteError, c->peer(), "rank %d (pid %d) exited", c->peer(),
-                       c->liveness().pid());
+      c->liveness().throw_exited(c->peer());
     }
   }
 }

@@ -49,7 +49,7 @@ void ShmWindow::wait_for(int rank, unsigned parity, uint64_t value,
   // Only the awaited rank matters: another may have finished this operation and exited.
   const PeerLiveness* liveness = views_[rank].liveness;
   if (slept && liveness != nullptr && flag(rank, parity) < value && liveness->exited()) {
-    throw_peer_error(cclRemoteError, rank, "rank %d (pid %d) exited", rank, liveness->pid());
+    liveness->throw_exited(rank);
   }
 }
 
