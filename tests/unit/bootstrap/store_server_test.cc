@@ -15,13 +15,6 @@
 #include "core/bootstrap/tcp_store.h"
 #include "core/error.h"
 
-// LeakSanitizer's documented opt-out: a forked child inherits the stacks of threads it does not
-// have, so it would report their memory as leaked.
-static bool in_forked_child = false;
-extern "C" __attribute__((visibility("default"))) int __lsan_is_turned_off() {
-  return in_forked_child ? 1 : 0;
-}
-
 namespace ccl {
 namespace {
 
@@ -390,7 +383,6 @@ TEST(AdoptedStoreServer, AForkedChildExitsPromptly) {
   pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
-    ::in_forked_child = true;
     own.reset();
     exit(0);  // runs static destructors, the adopted servers' list among them
   }

@@ -358,6 +358,20 @@ TEST(SignalDump, ForkedChildrenSetUpTheirOwn) {
   parent.begin(allreduce(9));
   register_recorder(&parent);
   ASSERT_TRUE(signal_dump_active());
+  {
+    // Earlier tests may have left SIGUSR1 wake-ups in the pipe. Dump once more and wait until
+    // the dumps go quiet for 200 ms, so that a later dump can only come from the child.
+    StderrCapture drain;
+    raise(SIGUSR1);
+    ASSERT_TRUE(drain.wait_for({"comm \"parent-rec\""})) << drain.text();
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    for (size_t seen = 0; std::chrono::steady_clock::now() < deadline;) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      const size_t now = drain.text().size();
+      if (now == seen) break;
+      seen = now;
+    }
+  }
 
   {
     StderrCapture parent_cap;
