@@ -77,9 +77,10 @@ namespace detail {
   throw Error(code, message);
 }
 
-/// Throws unless `result` is cclSuccess.
+/// Throws unless `result` is cclSuccess, or cclInProgress: a non-blocking communicator's call that
+/// goes on in the background (Communicator::async_error() says when it is done).
 inline void check(cclResult_t result, const char* function, cclComm_t comm = nullptr) {
-  if (result != cclSuccess) [[unlikely]]
+  if (result != cclSuccess && result != cclInProgress) [[unlikely]]
     throw_result(result, function, comm);
 }
 
@@ -327,7 +328,9 @@ struct Config {
   std::optional<std::chrono::milliseconds> timeout{};
   /// Name shown in logs (empty: none).
   std::string name{};
-  /// cclConfig_t::blocking (default: blocking).
+  /// cclConfig_t::blocking (default: blocking). With false, init, split and the operations on
+  /// the default stream return at once and go on in the background, in order; poll
+  /// Communicator::async_error() until it is no longer cclInProgress.
   std::optional<bool> blocking{};
 };
 

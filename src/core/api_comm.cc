@@ -68,8 +68,9 @@ cclComm* join(const CommOptions& options, const SocketAddress& root, const Secre
   if (!options.blocking) {
     // Returns at once (the caller gets cclInProgress); the rendezvous runs in the background.
     return make_handle(Communicator::create_async(
-        options, [root, secret, rank = options.rank, nranks = options.nranks](
-                     Deadline deadline, const AbortFlag* abort) -> std::unique_ptr<Store> {
+        options,
+        [root, secret, rank = options.rank, nranks = options.nranks](
+            Deadline deadline, const AbortFlag* abort) -> std::unique_ptr<Store> {
           return TcpStore::connect(root, secret, rank, nranks, deadline, abort);
         }));
   }
@@ -149,7 +150,7 @@ cclResult_t cclCommInitFromEnv(cclComm_t* comm) {
 cclResult_t cclCommSplit(cclComm_t comm, int color, int key, cclComm_t* newcomm,
                          cclConfig_t* config) {
   const char* fn = "cclCommSplit";
-  return guarded(comm, fn, [&] {
+  const cclResult_t result = guarded(comm, fn, [&] {
     Communicator& parent = checked_comm(comm, fn);
     if (newcomm == nullptr) throw_error(cclInvalidArgument, "%s: newcomm is NULL", fn);
     *newcomm = nullptr;
@@ -163,6 +164,11 @@ cclResult_t cclCommSplit(cclComm_t comm, int color, int key, cclComm_t* newcomm,
     std::shared_ptr<Communicator> child = parent.split(color, key, options);
     if (child) *newcomm = make_handle(std::move(child));
   });
+  // Non-blocking: the new communicator exists and joins in the background.
+  if (result == cclSuccess && *newcomm != nullptr && !(*newcomm)->impl->blocking()) {
+    return cclInProgress;
+  }
+  return result;
 }
 
 cclResult_t cclCommFinalize(cclComm_t comm) {

@@ -97,9 +97,10 @@ class Communicator {
   void point_to_point(std::span<const algo::PointToPoint> operations,
                       std::span<std::byte* const> buffers);
 
-  // cclCommSplit (comm_split.cc): collective over this communicator. Ranks of equal `color`
-  // form a new communicator, ordered by (key, rank here); CCL_SPLIT_NOCOLOR gives nullptr.
-  // `options` supplies the new communicator's timeout and name (rank and nranks are computed).
+  // cclCommSplit (comm_split.cc): collective over this communicator, after the work queued on a
+  // non-blocking one. Ranks of equal `color` form a new communicator, ordered by (key, rank
+  // here); CCL_SPLIT_NOCOLOR gives nullptr. `options` supplies the new communicator's timeout,
+  // name and mode (rank and nranks are computed); a non-blocking one joins in the background.
   std::shared_ptr<Communicator> split(int color, int key, const CommOptions& options);
   const CommOptions& options() const { return options_; }
 

@@ -2,7 +2,8 @@
 // (color, key), then the lowest-ordered rank of each color opens a rendezvous for its group (a
 // store server, as cclGetUniqueId does, or for loopback communicators an in-process store and
 // fabric) and a second allgather hands its address to the group, whose members then join a new
-// communicator through it like cclCommInitRank.
+// communicator through it like cclCommInitRank: at once, or with a non-blocking config in the
+// new communicator's background, as cclCommInitRankConfig does.
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -27,9 +28,42 @@ struct LoopbackRendezvous : std::enable_shared_from_this<LoopbackRendezvous> {
 constexpr size_t kAddressBytes = CCL_UNIQUE_ID_BYTES;
 using RendezvousAddress = std::array<uint8_t, kAddressBytes>;
 
+// This rank's place after the exchange over the parent.
+struct SplitGroup {
+  bool joins = false;  // false for CCL_SPLIT_NOCOLOR
+  int rank = 0;        // in the new communicator
+  int size = 0;
+  RendezvousAddress address{};                   // the group leader's rendezvous
+  std::shared_ptr<LoopbackRendezvous> loopback;  // loopback groups: held by every member
+};
+
+// The leader's loopback rendezvous, its address the pointer (the ranks share one process).
+std::shared_ptr<LoopbackRendezvous> open_loopback(int size, RendezvousAddress& address) {
+  auto rendezvous = std::make_shared<LoopbackRendezvous>();
+  rendezvous->fabric = std::make_shared<transport::LoopbackFabric>(size);
+  const uintptr_t pointer = reinterpret_cast<uintptr_t>(rendezvous.get());
+  memcpy(address.data(), &pointer, sizeof(pointer));
+  return rendezvous;
+}
+
+// The leader's store server, its address a unique id. The server is adopted: it stays up until
+// every member has joined and left (or its timeout), whether they join now or in the background.
+void open_store_server(std::chrono::milliseconds timeout, RendezvousAddress& address) {
+  UniqueIdContents contents;
+  contents.secret = random_secret();
+  auto server = StoreServer::start(choose_interface().address, contents.secret, timeout);
+  contents.root = server->address();
+  const cclUniqueId id = encode_unique_id(contents);
+  memcpy(address.data(), id.internal, kAddressBytes);
+  adopt_store_server(std::move(server));
+}
+
 }  // namespace
 
 std::shared_ptr<Communicator> Communicator::split(int color, int key, const CommOptions& options) {
+  // A non-blocking parent's queued operations come first, on every rank, as the caller ordered.
+  drain_background();
+
   // 1. Everyone's (color, key): the members of this rank's group, ordered by (key, parent rank).
   const int64_t mine[2] = {color, key};
   std::vector<int64_t> everyone(2 * static_cast<size_t>(nranks_));
@@ -40,65 +74,62 @@ std::shared_ptr<Communicator> Communicator::split(int color, int key, const Comm
   }
   std::stable_sort(members.begin(), members.end(),
                    [&](int a, int b) { return everyone[2 * a + 1] < everyone[2 * b + 1]; });
-  const bool joins = color != CCL_SPLIT_NOCOLOR;
+  SplitGroup group;
+  group.joins = color != CCL_SPLIT_NOCOLOR;
+  group.rank = static_cast<int>(std::find(members.begin(), members.end(), rank_) - members.begin());
+  group.size = static_cast<int>(members.size());
   const int leader = members.front();
-  const int new_rank =
-      static_cast<int>(std::find(members.begin(), members.end(), rank_) - members.begin());
-  const int new_size = static_cast<int>(members.size());
 
   // 2. Each group's leader opens its rendezvous; everyone learns the leaders' addresses.
   RendezvousAddress address{};
-  std::unique_ptr<StoreServer> server;
-  std::shared_ptr<LoopbackRendezvous> loopback;
-  if (joins && rank_ == leader) {
+  if (group.joins && rank_ == leader) {
     if (options_.loopback) {
-      loopback = std::make_shared<LoopbackRendezvous>();
-      loopback->fabric = std::make_shared<transport::LoopbackFabric>(new_size);
-      const uintptr_t pointer = reinterpret_cast<uintptr_t>(loopback.get());
-      memcpy(address.data(), &pointer, sizeof(pointer));
+      group.loopback = open_loopback(group.size, address);
     } else {
-      UniqueIdContents contents;
-      contents.secret = random_secret();
-      server = StoreServer::start(choose_interface().address, contents.secret, options.timeout);
-      contents.root = server->address();
-      const cclUniqueId id = encode_unique_id(contents);
-      memcpy(address.data(), id.internal, kAddressBytes);
+      open_store_server(options.timeout, address);
     }
   }
   std::vector<uint8_t> addresses(kAddressBytes * static_cast<size_t>(nranks_));
   all_gather(address.data(), addresses.data(), kAddressBytes, cclUint8);
-
-  // 3. The members join their group's communicator.
-  std::shared_ptr<Communicator> child;
-  if (joins) {
-    CommOptions child_options = options;
-    child_options.rank = new_rank;
-    child_options.nranks = new_size;
-    const uint8_t* theirs = addresses.data() + kAddressBytes * static_cast<size_t>(leader);
-    if (options_.loopback) {
+  memcpy(group.address.data(), addresses.data() + kAddressBytes * static_cast<size_t>(leader),
+         kAddressBytes);
+  if (options_.loopback) {
+    if (group.joins && !group.loopback) {
       uintptr_t pointer = 0;
-      memcpy(&pointer, theirs, sizeof(pointer));
-      // The leader holds the rendezvous until the parent barrier below, so it is alive here.
-      std::shared_ptr<LoopbackRendezvous> rendezvous =
-          reinterpret_cast<LoopbackRendezvous*>(pointer)->shared_from_this();
-      child_options.loopback = rendezvous->fabric;
-      child = create(child_options, rendezvous->store);
-    } else {
-      cclUniqueId id;
-      memcpy(id.internal, theirs, kAddressBytes);
-      const UniqueIdContents contents = decode_unique_id(id);
-      auto store = TcpStore::connect(contents.root, contents.secret, new_rank, new_size,
-                                     Deadline::after(child_options.timeout), &abort_);
-      child = create(child_options, *store);
+      memcpy(&pointer, group.address.data(), sizeof(pointer));
+      // The leader holds the rendezvous until the barrier below, so it is alive here.
+      group.loopback = reinterpret_cast<LoopbackRendezvous*>(pointer)->shared_from_this();
     }
-    // The members leave the store right after joining; the server stops once all have left.
-    if (server) server->wait_finished(Deadline::after(child_options.timeout));
-    CCL_INFO(kInit, "split: rank %d of the parent is rank %d of %d with color %d", rank_, new_rank,
-             new_size, color);
+    barrier();  // every member holds the rendezvous now; the leader may drop its own reference
   }
-  // No leader gives up its rendezvous before every member is done with it.
-  barrier();
-  return child;
+  if (!group.joins) return nullptr;
+
+  // 3. The members join their group's communicator: now, or in its background.
+  CommOptions child_options = options;
+  child_options.rank = group.rank;
+  child_options.nranks = group.size;
+  StoreConnector connect;
+  if (group.loopback) {
+    child_options.loopback = group.loopback->fabric;
+    connect = [rendezvous = group.loopback](Deadline, const AbortFlag*) {
+      return std::unique_ptr<Store>(std::make_unique<PrefixStore>("", rendezvous->store));
+    };
+  } else {
+    connect = [group](Deadline deadline, const AbortFlag* abort) {
+      cclUniqueId id;
+      memcpy(id.internal, group.address.data(), kAddressBytes);
+      const UniqueIdContents contents = decode_unique_id(id);
+      return std::unique_ptr<Store>(TcpStore::connect(contents.root, contents.secret, group.rank,
+                                                      group.size, deadline, abort));
+    };
+  }
+  CCL_INFO(kInit, "split: rank %d of the parent is rank %d of %d with color %d%s", rank_,
+           group.rank, group.size, color,
+           child_options.blocking ? "" : " (joins in the background)");
+  if (!child_options.blocking) return create_async(child_options, std::move(connect));
+  // The parent's abort flag: cclCommAbort on the parent releases a join that hangs.
+  std::unique_ptr<Store> store = connect(Deadline::after(child_options.timeout), &abort_);
+  return create(child_options, *store);
 }
 
 }  // namespace ccl

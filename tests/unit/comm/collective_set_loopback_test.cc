@@ -281,8 +281,18 @@ TEST_P(CollectiveSet, SplitSideBySideWithParent) {
       if (total != n) ++wrong;
     }
     if (child) {
-      auto grandchild = child->split(0, 0, child->options());
-      if (!grandchild || grandchild->nranks() != child->nranks()) ++wrong;
+      // A non-blocking split (cclCommSplit with blocking = 0) joins on the new communicator's
+      // own thread; its first collective waits for that join.
+      CommOptions background = child->options();
+      background.blocking = false;
+      auto grandchild = child->split(0, 0, background);
+      if (!grandchild || grandchild->nranks() != child->nranks()) {
+        ++wrong;
+        return;
+      }
+      int64_t one = 1, total = 0;
+      grandchild->all_reduce(&one, &total, 1, cclInt64, cclSum);
+      if (total != grandchild->nranks() || grandchild->poll_async_error() != cclSuccess) ++wrong;
     }
   });
   EXPECT_EQ(wrong.load(), 0);

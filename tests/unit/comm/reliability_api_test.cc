@@ -90,6 +90,84 @@ TEST(NonBlocking, AbortDuringInitReturnsWithinASecond) {
   EXPECT_LT(Clock::now() - start, milliseconds(1000));
 }
 
+// A non-blocking config makes cclCommSplit return cclInProgress; the new communicator joins in
+// the background. From a blocking parent, and from a non-blocking one whose queued allreduce must
+// run before the split's own exchange; a CCL_SPLIT_NOCOLOR rank gets no communicator.
+TEST(NonBlocking, SplitJoinsInTheBackground) {
+  constexpr int kRanks = 4;
+  for (int parent_blocking : {1, 0}) {
+    SCOPED_TRACE(parent_blocking ? "blocking parent" : "non-blocking parent");
+    run_ranks(kRanks, [&](int rank, cclUniqueId id) {
+      cclConfig_t parent_config = config_with(parent_blocking, 20000);
+      cclComm_t parent = nullptr;
+      const cclResult_t init = cclCommInitRankConfig(&parent, kRanks, id, rank, &parent_config);
+      ASSERT_EQ(init, parent_blocking ? cclSuccess : cclInProgress);
+      std::vector<int> queued(100, rank);
+      cclResult_t r = cclAllReduce(queued.data(), queued.data(), queued.size(), cclInt32, cclSum,
+                                   parent, nullptr);
+      EXPECT_EQ(r, parent_blocking ? cclSuccess : cclInProgress);
+      // Ranks 0 and 2 form one group (rank 2 first, by key), rank 1 joins none, rank 3 is alone.
+      const int color = rank == 1 ? CCL_SPLIT_NOCOLOR : rank % 2;
+      cclConfig_t child_config = config_with(0, 20000);
+      cclComm_t child = nullptr;
+      r = cclCommSplit(parent, color, kRanks - rank, &child, &child_config);
+      EXPECT_EQ(queued[99], 0 + 1 + 2 + 3) << "the queued allreduce ran first";
+      if (rank == 1) {
+        EXPECT_EQ(r, cclSuccess);
+        EXPECT_EQ(child, nullptr);
+      } else {
+        EXPECT_EQ(r, cclInProgress) << cclGetLastError(nullptr);
+        ASSERT_NE(child, nullptr);
+        EXPECT_EQ(wait_async(child), cclSuccess) << cclGetLastError(child);
+        int size = 0, child_rank = -1;
+        EXPECT_EQ(cclCommCount(child, &size), cclSuccess);
+        EXPECT_EQ(cclCommUserRank(child, &child_rank), cclSuccess);
+        EXPECT_EQ(size, rank == 3 ? 1 : 2);
+        EXPECT_EQ(child_rank, rank == 0 ? 1 : 0);
+        std::vector<float> x(1000, static_cast<float>(rank));
+        EXPECT_EQ(cclAllReduce(x.data(), x.data(), x.size(), cclFloat32, cclSum, child, nullptr),
+                  cclInProgress);
+        EXPECT_EQ(wait_async(child), cclSuccess) << cclGetLastError(child);
+        EXPECT_EQ(x[999], rank == 3 ? 3.0f : 2.0f);
+        EXPECT_EQ(cclCommDestroy(child), cclSuccess);
+      }
+      if (!parent_blocking) {
+        EXPECT_EQ(wait_async(parent), cclSuccess) << cclGetLastError(parent);
+      }
+      EXPECT_EQ(cclCommDestroy(parent), cclSuccess);
+    });
+  }
+}
+
+// Rank 1 aborts its new communicator at once, before the group can form, so rank 0's join
+// cannot complete: it does not succeed, and aborting it returns within a second on both ranks.
+TEST(NonBlocking, AbortOfASplitThatCannotJoin) {
+  run_ranks(2, [](int rank, cclUniqueId id) {
+    cclConfig_t config = config_with(1, 60000);
+    cclComm_t parent = nullptr;
+    ASSERT_EQ(cclCommInitRankConfig(&parent, 2, id, rank, &config), cclSuccess);
+    cclConfig_t child_config = config_with(0, 10000);
+    cclComm_t child = nullptr;
+    const cclResult_t r = cclCommSplit(parent, 0, 1 - rank, &child, &child_config);
+    EXPECT_EQ(r, cclInProgress);
+    ASSERT_NE(child, nullptr);
+    if (rank == 1) {
+      const auto start = Clock::now();
+      EXPECT_EQ(cclCommAbort(child), cclSuccess);
+      EXPECT_LT(Clock::now() - start, milliseconds(1000));
+    } else {
+      std::this_thread::sleep_for(milliseconds(300));
+      cclResult_t state = cclSuccess;
+      EXPECT_EQ(cclCommGetAsyncError(child, &state), cclSuccess);
+      EXPECT_NE(state, cclSuccess) << "the group cannot form without rank 1";
+      const auto start = Clock::now();
+      EXPECT_EQ(cclCommAbort(child), cclSuccess);
+      EXPECT_LT(Clock::now() - start, milliseconds(1000));
+    }
+    EXPECT_EQ(cclCommDestroy(parent), cclSuccess);
+  });
+}
+
 TEST(Abort, FromAnotherThreadReleasesABlockedCallerAndTellsThePeer) {
   std::atomic<bool> rank0_done{false};
   run_ranks(2, [&](int rank, cclUniqueId id) {

@@ -4,8 +4,11 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -287,6 +290,44 @@ TEST_P(CppApiRanks, SizesAreCheckedBeforeTheCall) {
                    "all_to_all_v", "exceeds send.size() 5");
     comm.barrier();  // nothing above reached the peers: they are still in step
   });
+}
+
+// Polls async_error() while a non-blocking communicator's work is in progress (bounded).
+cclResult_t settle(const ccl::Communicator& comm) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  cclResult_t state = comm.async_error();
+  while (state == cclInProgress && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    state = comm.async_error();
+  }
+  return state;
+}
+
+// With Config::blocking = false, init, operations and split return at once (they do not throw
+// cclInProgress) and async_error() says when they are done.
+TEST_P(CppApiRanks, NonBlockingCallsReturnAtOnce) {
+  ccl::Config config = ccl_test::test_config();
+  config.blocking = false;
+  run_ranks(
+      GetParam(),
+      [](ccl::Communicator& comm) {
+        ASSERT_EQ(settle(comm), cclSuccess) << comm.last_error();
+        const int n = comm.size(), me = comm.rank();
+        std::vector<int32_t> x(100, 1);
+        comm.all_reduce(x);
+        ASSERT_EQ(settle(comm), cclSuccess) << comm.last_error();
+        EXPECT_EQ(x, std::vector<int32_t>(100, n));
+        std::optional<ccl::Communicator> half = comm.split(me % 2, me);  // non-blocking too
+        ASSERT_TRUE(half);
+        ASSERT_EQ(settle(*half), cclSuccess) << half->last_error();
+        std::vector<int32_t> y(10, me);
+        half->all_reduce(y);
+        ASSERT_EQ(settle(*half), cclSuccess) << half->last_error();
+        int want = 0;
+        for (int r = me % 2; r < n; r += 2) want += r;
+        EXPECT_EQ(y, std::vector<int32_t>(10, want));
+      },
+      config);
 }
 
 TEST_P(CppApiRanks, MoveAndAbort) {

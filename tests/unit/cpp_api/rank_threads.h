@@ -24,7 +24,7 @@ inline ccl::Config test_config() {
 // hands it to the others, as rank 0 of a real job would. An exception in a rank is a test
 // failure that names the rank (a failed rank's peers then fail or time out, bounded).
 template <class Body>
-void run_ranks(int nranks, Body body) {
+void run_ranks(int nranks, Body body, const ccl::Config& config = test_config()) {
   std::promise<ccl::UniqueId> id_promise;
   std::shared_future<ccl::UniqueId> id = id_promise.get_future().share();
   std::vector<std::string> failures(static_cast<size_t>(nranks));
@@ -40,7 +40,7 @@ void run_ranks(int nranks, Body body) {
             throw;
           }
         }
-        ccl::Communicator comm = ccl::Communicator::init_rank(nranks, id.get(), r, test_config());
+        ccl::Communicator comm = ccl::Communicator::init_rank(nranks, id.get(), r, config);
         body(comm);
       } catch (const std::exception& e) {
         failures[static_cast<size_t>(r)] = e.what();
