@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <functional>
 #include <thread>
 #include <vector>
@@ -171,9 +172,25 @@ struct Pair {
       if (rank == 0) o.timeout = timeout0;
       return o;
     };
-    std::thread joiner([&] { comms[1] = Communicator::create(options(1), store); });
-    comms[0] = Communicator::create(options(0), store);
+    // A failed init (rank 0's short timeout under a loaded sanitizer run) must fail the test,
+    // not terminate it: both ranks' errors are caught and the thread is always joined.
+    std::exception_ptr failed1;
+    std::thread joiner([&] {
+      try {
+        comms[1] = Communicator::create(options(1), store);
+      } catch (...) {
+        failed1 = std::current_exception();
+      }
+    });
+    std::exception_ptr failed0;
+    try {
+      comms[0] = Communicator::create(options(0), store);
+    } catch (...) {
+      failed0 = std::current_exception();
+    }
     joiner.join();
+    if (failed0) std::rethrow_exception(failed0);
+    if (failed1) std::rethrow_exception(failed1);
   }
 };
 
@@ -198,7 +215,8 @@ TEST(LoopbackCommErrors, AbortReleasesWaitingRank) {
 }
 
 TEST(LoopbackCommErrors, TimeoutNamesThePeer) {
-  Pair pair(std::chrono::milliseconds(300));
+  // Long enough for init (with its tuning collectives) under TSan on a loaded machine.
+  Pair pair(std::chrono::milliseconds(3000));
   auto& comms = pair.comms;
   std::vector<float> x(16, 1.0f);
   try {
