@@ -101,10 +101,11 @@ void Communicator::check_agreement(const OpInfo& info) {
   execute(cached(kAllGather, ring, bytes, -1, 1), &mine, all.data(), copy_op(cclUint8), "check");
   const std::string mismatch = mismatch_message(all);
   if (mismatch.empty()) return;
-  // Every rank saw the same table, so every rank fails here with the same message.
+  // Every rank saw the same table, so every rank fails here with the same message. No notice:
+  // it could reach a peer still in the exchange and fail it as "rank N failed" instead.
   const Error error(cclInvalidUsage, std::string("CCL_CHECK_MODE: ") + mismatch);
   end_record(error);
-  record_failure(error);
+  record_failure(error, Peers::kFailByThemselves);
   throw error;
 }
 

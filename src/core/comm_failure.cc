@@ -20,9 +20,10 @@ void Communicator::abort() {
   for (auto& t : transports_) t->interrupt();
 }
 
-void Communicator::record_failure(const Error& error) {
+void Communicator::record_failure(const Error& error, Peers peers) {
   cclResult_t expected = cclSuccess;
   async_error_.compare_exchange_strong(expected, error.code());
+  if (peers == Peers::kFailByThemselves) return;
   // An abort makes the running operation fail: tell the peers it was that.
   notify_peers(abort_.load() ? transport::abort_notice(rank_)
                              : transport::notice_for(error, rank_));
