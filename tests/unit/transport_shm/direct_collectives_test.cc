@@ -39,6 +39,15 @@ HarnessOptions window_options(size_t window_bytes = kWindow) {
   return options;
 }
 
+// The many-piece tests move megabytes one piece at a time under one deadline per run: room for
+// sanitizer builds on a loaded machine (TSan with two such tests side by side on 2 cores needs
+// over 20 s for one run).
+HarnessOptions many_pieces_options(size_t window_bytes) {
+  HarnessOptions options = window_options(window_bytes);
+  options.timeout = std::chrono::seconds(120);
+  return options;
+}
+
 algo::ExecOp exec_op(cclDataType_t type, cclRedOp_t op, int nranks) {
   return algo::reduction_op(type, op, nranks);
 }
@@ -188,9 +197,7 @@ TEST(DirectCollectives, MixedBackToBackOperations) {
 // from every root, back to back.
 TEST(DirectCollectives, PipelinedBroadcastOfManyPieces) {
   const size_t window = 512 * 1024;
-  // One deadline covers all 18 broadcasts: room for sanitizer builds on a loaded machine.
-  HarnessOptions options = window_options(window);
-  options.timeout = std::chrono::seconds(120);
+  const HarnessOptions options = many_pieces_options(window);  // one deadline, 18 broadcasts
   for (int n : {3}) {  // the root and two receivers (sanitizer builds run this 10x slower)
     expect_all_ok(run_shm_threads(n, options, [&](RankEnv& env) {
       auto dc = direct(env);
@@ -219,7 +226,7 @@ TEST(DirectCollectives, PipelinedBroadcastOfManyPieces) {
 TEST(DirectCollectives, AllGatherOfManyPiecesInAndOutOfPlace) {
   const size_t window = 512 * 1024;
   for (int n : {2, 3}) {
-    expect_all_ok(run_shm_threads(n, window_options(window), [&](RankEnv& env) {
+    expect_all_ok(run_shm_threads(n, many_pieces_options(window), [&](RankEnv& env) {
       auto dc = direct(env);
       for (size_t bytes : {window, 3 * algo::DirectCollectives::kBroadcastPiece + 5, size_t{3}}) {
         for (bool in_place : {false, true}) {
@@ -249,7 +256,7 @@ TEST(DirectCollectives, AllGatherOfManyPiecesInAndOutOfPlace) {
 TEST(DirectCollectives, AllToAllOfManyPiecesInAndOutOfPlace) {
   const size_t window = 512 * 1024;
   for (int n : {2, 3, 4}) {
-    expect_all_ok(run_shm_threads(n, window_options(window), [&](RankEnv& env) {
+    expect_all_ok(run_shm_threads(n, many_pieces_options(window), [&](RankEnv& env) {
       auto dc = direct(env);
       auto value = [](int from, int to, size_t i) {
         return static_cast<uint8_t>(i * 7 + from * 5 + to);
