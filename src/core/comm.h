@@ -151,11 +151,12 @@ class Communicator {
   // collective and size) and with a warning when CCL_ALGO/CCL_PROTO allowed nothing.
   tune::Choice plan(tune::Collective collective, size_t bytes);
   void check_usable(const char* what) const;
-  // Marks the communicator failed by `error` (thrown by one of its operations) and, unless
-  // every peer fails by itself anyway, tells every peer, so that they fail now rather than at
-  // their timeout (transport.h). Call it from the thread that holds op_mutex_.
-  enum class Peers { kTell, kFailByThemselves };
-  void record_failure(const Error& error, Peers peers = Peers::kTell);
+  // Marks the communicator failed with `code` (the first failure wins).
+  void mark_failed(cclResult_t code);
+  // mark_failed(error.code()) for an error thrown by one of its operations, and tells every
+  // peer, so that they fail now rather than at their timeout (transport.h). Call it from the
+  // thread that holds op_mutex_.
+  void record_failure(const Error& error);
   void notify_peers(const transport::FailureNotice& notice);
   // The Timeout to report for `error` (a timeout of the operation `label`, own or a peer's):
   // names the rank that holds everyone up, found along the ranks' wait-for edges.

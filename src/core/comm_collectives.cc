@@ -105,7 +105,7 @@ void Communicator::check_agreement(const OpInfo& info) {
   // it could reach a peer still in the exchange and fail it as "rank N failed" instead.
   const Error error(cclInvalidUsage, std::string("CCL_CHECK_MODE: ") + mismatch);
   end_record(error);
-  record_failure(error, Peers::kFailByThemselves);
+  mark_failed(error.code());
   throw error;
 }
 

@@ -20,10 +20,13 @@ void Communicator::abort() {
   for (auto& t : transports_) t->interrupt();
 }
 
-void Communicator::record_failure(const Error& error, Peers peers) {
+void Communicator::mark_failed(cclResult_t code) {
   cclResult_t expected = cclSuccess;
-  async_error_.compare_exchange_strong(expected, error.code());
-  if (peers == Peers::kFailByThemselves) return;
+  async_error_.compare_exchange_strong(expected, code);
+}
+
+void Communicator::record_failure(const Error& error) {
+  mark_failed(error.code());
   // An abort makes the running operation fail: tell the peers it was that.
   notify_peers(abort_.load() ? transport::abort_notice(rank_)
                              : transport::notice_for(error, rank_));
