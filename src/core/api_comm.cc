@@ -79,6 +79,12 @@ cclComm* join(const CommOptions& options, const SocketAddress& root, const Secre
   return make_handle(Communicator::create(options, *store));
 }
 
+// The result of a call that made `comm`: cclInProgress when it joins in the background.
+cclResult_t made(cclResult_t result, const cclComm* comm) {
+  const bool joining = result == cclSuccess && comm != nullptr && !comm->impl->blocking();
+  return joining ? cclInProgress : result;
+}
+
 void release(cclComm* comm) {
   comm->impl->drain_background();
   comm->impl->mark_destroyed();
@@ -115,9 +121,7 @@ cclResult_t cclCommInitRankConfig(cclComm_t* comm, int nranks, cclUniqueId commI
     UniqueIdContents id = decode_unique_id(commId);
     *comm = join(options, id.root, id.secret);
   });
-  // Non-blocking: the communicator exists and joins in the background.
-  if (result == cclSuccess && config != nullptr && !(*comm)->impl->blocking()) return cclInProgress;
-  return result;
+  return made(result, comm != nullptr ? *comm : nullptr);
 }
 
 cclResult_t cclCommInitRank(cclComm_t* comm, int nranks, cclUniqueId commId, int rank) {
@@ -164,11 +168,7 @@ cclResult_t cclCommSplit(cclComm_t comm, int color, int key, cclComm_t* newcomm,
     std::shared_ptr<Communicator> child = parent.split(color, key, options);
     if (child) *newcomm = make_handle(std::move(child));
   });
-  // Non-blocking: the new communicator exists and joins in the background.
-  if (result == cclSuccess && *newcomm != nullptr && !(*newcomm)->impl->blocking()) {
-    return cclInProgress;
-  }
-  return result;
+  return made(result, newcomm != nullptr ? *newcomm : nullptr);
 }
 
 cclResult_t cclCommFinalize(cclComm_t comm) {
