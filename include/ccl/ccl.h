@@ -192,14 +192,41 @@ CCL_API cclResult_t cclBarrier(cclComm_t comm, cclStream_t stream);
 CCL_API cclResult_t cclGroupStart(void);
 CCL_API cclResult_t cclGroupEnd(void);
 
-/** An in-order queue of host work, run by a thread of its own. */
+/** An in-order queue of host work, run by a thread of its own (and by the threads that wait for
+ *  it: cclStreamSynchronize and cclEventSynchronize run the queued work themselves when the
+ *  worker is not in the middle of it). */
 CCL_API cclResult_t cclStreamCreate(cclStream_t* stream);
-/** Waits for all queued work; returns the first error of the queued work, if any. */
+/** Waits for all queued work; returns the first error of the queued work since the previous
+ *  cclStreamSynchronize, if any (and clears it). */
 CCL_API cclResult_t cclStreamSynchronize(cclStream_t stream);
 /** cclSuccess when all queued work is done, cclInProgress if not (or the first error). */
 CCL_API cclResult_t cclStreamQuery(cclStream_t stream);
-/** Waits for the queued work, then frees the stream. */
+/** Waits for the queued work, then frees the stream. Events recorded on it stay usable. */
 CCL_API cclResult_t cclStreamDestroy(cclStream_t stream);
+
+/** Events, as CUDA's: a point in a stream's work that any thread may record, query, synchronize
+ *  or wait on. An event that was never recorded counts as complete; recording again moves it to
+ *  the newer point of its stream. An event recorded after a failed or timed-out operation of its
+ *  stream reports that operation's error (the first failure of the stream, as CUDA's sticky
+ *  errors; cclStreamSynchronize clearing its own error does not clear it). */
+typedef struct cclEvent* cclEvent_t;
+CCL_API cclResult_t cclEventCreate(cclEvent_t* event);
+/** Frees the event; pending work is not cancelled. */
+CCL_API cclResult_t cclEventDestroy(cclEvent_t event);
+/** Marks the work queued on `stream` so far (NULL stream: nothing, the event is complete). */
+CCL_API cclResult_t cclEventRecord(cclEvent_t event, cclStream_t stream);
+/** cclSuccess when the marked work is done, cclInProgress if not yet, or the error of the work it
+ *  marks. Never runs or waits for anything. */
+CCL_API cclResult_t cclEventQuery(cclEvent_t event);
+/** Waits until the marked work is done (running it on this thread when the stream's worker is
+ *  not), then returns as cclEventQuery. Bounded: cclTimeout if the stream completes nothing for
+ *  the longest timeout of its communicators (CCL_TIMEOUT at least) plus a second. */
+CCL_API cclResult_t cclEventSynchronize(cclEvent_t event);
+/** Work queued on `stream` after this call waits until the event's work is done (a wait of the
+ *  event's state now: recording the event again later changes nothing). If that work failed, the
+ *  wait reports its error in `stream`'s cclStreamSynchronize, and the later work still runs.
+ *  NULL stream: the calling thread waits now, as cclEventSynchronize. */
+CCL_API cclResult_t cclStreamWaitEvent(cclStream_t stream, cclEvent_t event);
 
 #ifdef __cplusplus
 }

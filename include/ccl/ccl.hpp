@@ -207,6 +207,8 @@ constexpr cclDataType_t pair_datatype() {
 
 }  // namespace detail
 
+class Event;
+
 /**
  * @brief An in-order queue of host work (cclStream_t), run by a thread of its own. Move-only.
  *
@@ -248,6 +250,8 @@ class Stream {
     throw Error(result, std::string("cclStreamSynchronize: ") + cclGetErrorString(result) +
                             ": queued work failed (Communicator::last_error() says why)");
   }
+  /// Later work queued here waits until `event`'s work is done (cclStreamWaitEvent).
+  void wait(const Event& event);
   /// True when all queued work is done, false while some runs; throws the work's first error.
   bool query() {
     cclResult_t result = cclStreamQuery(stream_);
@@ -290,6 +294,82 @@ class StreamRef {
  private:
   cclStream_t stream_ = nullptr;
 };
+
+/**
+ * @brief A point in a stream's work (cclEvent_t), as a CUDA event: any thread may record, query,
+ * synchronize or wait on it. Move-only.
+ *
+ * An event never recorded counts as complete; record() moves it to the work queued so far. It
+ * reports the error of a failed operation queued before it.
+ * @code
+ * ccl::Stream stream;
+ * ccl::Event reduced;
+ * comm.all_reduce(grads, cclSum, stream);  // queued
+ * reduced.record(stream);
+ * // ... compute while the allreduce runs ...
+ * reduced.synchronize();                   // grads hold the sum; throws if the allreduce failed
+ * @endcode
+ */
+class Event {
+ public:
+  /// Creates an event (cclEventCreate); throws ccl::Error on failure.
+  Event() { detail::check(cclEventCreate(&event_), "cclEventCreate"); }
+  /// Takes ownership of `event` (from cclEventCreate).
+  explicit Event(cclEvent_t event) noexcept : event_(event) {}
+  /// Destroys the event; the work it marks goes on. Never throws.
+  ~Event() { reset(); }
+  /// Moves the event; `other` becomes empty.
+  Event(Event&& other) noexcept : event_(std::exchange(other.event_, nullptr)) {}
+  /// Destroys this event, then takes `other`'s.
+  Event& operator=(Event&& other) noexcept {
+    if (this != &other) {
+      reset();
+      event_ = std::exchange(other.event_, nullptr);
+    }
+    return *this;
+  }
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+
+  /// Marks the work queued on `stream` so far (cclEventRecord; nullptr: nothing, complete).
+  void record(StreamRef stream) {
+    detail::check(cclEventRecord(event_, stream.get()), "cclEventRecord");
+  }
+  /// True when the marked work is done, false while it runs; throws the error of failed work.
+  bool query() {
+    const cclResult_t result = cclEventQuery(event_);
+    if (result == cclInProgress) return false;
+    if (result != cclSuccess) failed(result, "cclEventQuery");
+    return true;
+  }
+  /// Waits (bounded by the timeout) until the marked work is done; throws the error of failed
+  /// work, or cclTimeout.
+  void synchronize() {
+    const cclResult_t result = cclEventSynchronize(event_);
+    if (result != cclSuccess) failed(result, "cclEventSynchronize");
+  }
+  /// The C handle (NULL when empty).
+  cclEvent_t get() const noexcept { return event_; }
+  /// Gives up ownership: returns the handle and leaves this empty.
+  cclEvent_t release() noexcept { return std::exchange(event_, nullptr); }
+  /// True unless empty (moved from or released).
+  explicit operator bool() const noexcept { return event_ != nullptr; }
+
+ private:
+  [[noreturn]] void failed(cclResult_t result, const char* function) const {
+    if (event_ == nullptr) detail::throw_result(result, function, nullptr);
+    throw Error(result, std::string(function) + ": " + cclGetErrorString(result) +
+                            ": the marked work failed (Communicator::last_error() says why)");
+  }
+  void reset() noexcept {
+    if (event_ != nullptr) (void)cclEventDestroy(std::exchange(event_, nullptr));
+  }
+  cclEvent_t event_ = nullptr;
+};
+
+inline void Stream::wait(const Event& event) {
+  detail::check(cclStreamWaitEvent(stream_, event.get()), "cclStreamWaitEvent");
+}
 
 /// The rendezvous token of a communicator (cclUniqueId): made by one rank, copied to the others.
 using UniqueId = cclUniqueId;

@@ -12,6 +12,33 @@ cclStream* checked(cclStream_t stream, const char* function) {
   }
   return stream;
 }
+
+cclEvent* checked(cclEvent_t event, const char* function) {
+  if (event == nullptr) throw_error(cclInvalidArgument, "%s: event is NULL", function);
+  if (event->magic != cclEvent::kMagic) {
+    throw_error(cclInvalidArgument, "%s: event is not a valid cclEvent_t", function);
+  }
+  return event;
+}
+
+// Waits for `point` (running its stream's work on this thread when `run`), then its status.
+cclResult_t reach(const StreamPoint& point, bool run, const char* function) {
+  if (!point.core) return cclSuccess;
+  const bool reached = run ? point.core->run_until(point.seq) : point.core->wait_until(point.seq);
+  if (!reached) {
+    throw_error(cclTimeout, "%s: the event's stream completed nothing for %lld ms", function,
+                static_cast<long long>(point.core->stall_bound().count()));
+  }
+  return point.status();
+}
+
+// The result of a call whose body sets `result` unless the guard itself fails.
+template <class Body>
+cclResult_t with_result(const char* function, Body&& body) {
+  cclResult_t result = cclSuccess;
+  const cclResult_t bad = guarded(kNoComm, function, [&] { result = body(); });
+  return bad != cclSuccess ? bad : result;
+}
 }  // namespace
 
 extern "C" {
@@ -24,18 +51,12 @@ cclResult_t cclStreamCreate(cclStream_t* stream) {
 }
 
 cclResult_t cclStreamSynchronize(cclStream_t stream) {
-  cclResult_t result = cclSuccess;
-  cclResult_t bad = guarded(kNoComm, "cclStreamSynchronize", [&] {
-    result = checked(stream, "cclStreamSynchronize")->synchronize();
-  });
-  return bad != cclSuccess ? bad : result;
+  return with_result("cclStreamSynchronize",
+                     [&] { return checked(stream, "cclStreamSynchronize")->synchronize(); });
 }
 
 cclResult_t cclStreamQuery(cclStream_t stream) {
-  cclResult_t result = cclSuccess;
-  cclResult_t bad = guarded(kNoComm, "cclStreamQuery",
-                            [&] { result = checked(stream, "cclStreamQuery")->query(); });
-  return bad != cclSuccess ? bad : result;
+  return with_result("cclStreamQuery", [&] { return checked(stream, "cclStreamQuery")->query(); });
 }
 
 cclResult_t cclStreamDestroy(cclStream_t stream) {
@@ -43,6 +64,54 @@ cclResult_t cclStreamDestroy(cclStream_t stream) {
     checked(stream, "cclStreamDestroy");
     stream->magic = 0;
     delete stream;
+  });
+}
+
+cclResult_t cclEventCreate(cclEvent_t* event) {
+  return guarded(kNoComm, "cclEventCreate", [&] {
+    if (event == nullptr) throw_error(cclInvalidArgument, "cclEventCreate: event is NULL");
+    *event = new cclEvent;
+  });
+}
+
+cclResult_t cclEventDestroy(cclEvent_t event) {
+  return guarded(kNoComm, "cclEventDestroy", [&] {
+    checked(event, "cclEventDestroy");
+    event->magic = 0;
+    delete event;  // the work it marked goes on; its stream's core outlives the event
+  });
+}
+
+cclResult_t cclEventRecord(cclEvent_t event, cclStream_t stream) {
+  return guarded(kNoComm, "cclEventRecord", [&] {
+    checked(event, "cclEventRecord");
+    // The NULL stream's calls are complete when they return: nothing to mark.
+    event->record(stream == nullptr ? StreamPoint{} : checked(stream, "cclEventRecord")->point());
+  });
+}
+
+cclResult_t cclEventQuery(cclEvent_t event) {
+  return with_result("cclEventQuery",
+                     [&] { return checked(event, "cclEventQuery")->point().status(); });
+}
+
+cclResult_t cclEventSynchronize(cclEvent_t event) {
+  return with_result("cclEventSynchronize", [&] {
+    return reach(checked(event, "cclEventSynchronize")->point(), true, "cclEventSynchronize");
+  });
+}
+
+cclResult_t cclStreamWaitEvent(cclStream_t stream, cclEvent_t event) {
+  const char* fn = "cclStreamWaitEvent";
+  return with_result(fn, [&] {
+    const StreamPoint point = checked(event, fn)->point();
+    if (stream == nullptr) return reach(point, true, fn);  // the NULL stream: wait now
+    cclStream* waiter = checked(stream, fn);
+    if (!point.core || point.core->status(point.seq) == cclSuccess) return cclSuccess;
+    waiter->enqueue(
+        [point, fn] { return with_result(fn, [&] { return reach(point, false, fn); }); },
+        point.core->stall_bound());
+    return cclSuccess;
   });
 }
 

@@ -150,7 +150,7 @@ void Communicator::wait_initialized(const char* what) const {
 
 void Communicator::drain_background() {
   if (init_state_.load(std::memory_order_acquire) == kReady && background_) {
-    background_->synchronize();
+    (void)background_->drain();  // its errors are the communicator's async error already
   }
 }
 
@@ -158,11 +158,13 @@ void Communicator::enqueue_background(std::function<cclResult_t(Communicator&)> 
   wait_initialized("enqueue");  // background_ exists once init is done
   if (!background_) throw_error(cclInternalError, "no background queue on a blocking communicator");
   queued_begin();
-  background_->enqueue([this, work = std::move(work)] {
-    const cclResult_t result = work(*this);
-    queued_end();
-    return result;
-  });
+  background_->enqueue(
+      [this, work = std::move(work)] {
+        const cclResult_t result = work(*this);
+        queued_end();
+        return result;
+      },
+      options_.timeout);
 }
 
 void Communicator::connect_peers(Store& store) {

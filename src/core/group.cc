@@ -126,14 +126,4 @@ void add_point_to_point(const std::shared_ptr<Communicator>& comm, cclStream* st
   part.buffers.push_back(buffer);
 }
 
-void queue_on_stream(cclStream* stream, std::shared_ptr<Communicator> comm,
-                     std::function<cclResult_t(Communicator&)> work) {
-  comm->queued_begin();
-  stream->enqueue([comm = std::move(comm), work = std::move(work)] {
-    const cclResult_t result = work(*comm);
-    comm->queued_end();
-    return result;
-  });
-}
-
 }  // namespace ccl::group

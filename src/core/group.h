@@ -30,8 +30,20 @@ void add_collective(const std::shared_ptr<Communicator>& comm, cclStream* stream
 void add_point_to_point(const std::shared_ptr<Communicator>& comm, cclStream* stream,
                         const char* function, algo::PointToPoint op, std::byte* buffer);
 
-// Queues `work` on `stream`, counted as in flight on `comm` until it ran (cclCommFinalize waits).
-void queue_on_stream(cclStream* stream, std::shared_ptr<Communicator> comm,
-                     std::function<cclResult_t(Communicator&)> work);
+// Queues `work` (cclResult_t(Communicator&), a guarded body) on `stream`, counted as in flight on
+// `comm` until it ran (cclCommFinalize waits). Stored in place (WorkItem): queueing allocates
+// nothing.
+template <class Work>
+void queue_on_stream(cclStream* stream, std::shared_ptr<Communicator> comm, Work work) {
+  comm->queued_begin();
+  const auto timeout = comm->options().timeout;
+  stream->enqueue(
+      [comm = std::move(comm), work = std::move(work)]() mutable {
+        const cclResult_t result = work(*comm);
+        comm->queued_end();
+        return result;
+      },
+      timeout);
+}
 
 }  // namespace ccl::group

@@ -1,44 +1,75 @@
-// cclStream_t on the host: an in-order queue of work run by one thread of its own. A queued
-// operation keeps the communicator it uses alive; its failure is remembered as the stream's
-// first error and returned by cclStreamSynchronize.
+// cclStream_t and cclEvent_t on the host.
 //
-// The worker is often faster than the thread that queues (a small collective takes a fraction of
-// a microsecond): if it slept on the condition variable each time the queue ran dry, every
-// operation would pay a futex wake-up (tens of microseconds on a VM) while the peers wait. So an
-// idle worker first polls for new work for a short while (yielding its core), and the queueing
-// thread notifies only a worker that is really asleep.
+// A stream is an in-order queue of work (StreamCore) with a worker thread of its own; a queued
+// operation keeps the communicator it uses alive. cclStreamSynchronize and cclEventSynchronize
+// run the queued work on the calling thread when they can (stream_core.h says why).
+// An event is a point in a stream's work: the number of items queued when it was recorded.
 #pragma once
 
-#include <atomic>
-#include <condition_variable>
-#include <deque>
-#include <functional>
+#include <chrono>
+#include <memory>
 #include <mutex>
 #include <thread>
 
 #include "ccl/ccl.h"
+#include "core/stream_core.h"
+#include "core/work_item.h"
+
+namespace ccl {
+
+// A point in one stream's work (an event's record). Holds the stream's core, so it can be asked
+// about after the stream is destroyed. No core: nothing to wait for (never recorded, or recorded
+// on the NULL stream).
+struct StreamPoint {
+  std::shared_ptr<StreamCore> core;
+  uint64_t seq = 0;
+
+  cclResult_t status() const { return core ? core->status(seq) : cclSuccess; }
+};
+
+}  // namespace ccl
 
 struct cclStream {
   static constexpr unsigned kMagic = 0x57ea4c11u;
   unsigned magic = kMagic;
 
   cclStream();
-  ~cclStream();  // waits for queued work
-  void enqueue(std::function<cclResult_t()> work);
-  cclResult_t synchronize();  // waits; returns and clears the first error
-  cclResult_t query();        // cclInProgress while work is queued or running
+  ~cclStream();  // runs or waits for the queued work, then stops the worker
+
+  // Queues `work` (a guarded API body: it returns a result and never throws); `timeout` bounds it
+  // (its communicator's timeout), see StreamCore::enqueue.
+  void enqueue(ccl::WorkItem work, std::chrono::milliseconds timeout) {
+    core_->enqueue(std::move(work), timeout);
+  }
+  // Runs or waits for everything queued so far; returns and clears the first error since the
+  // previous synchronize (cclTimeout if the stream stalled past its bound).
+  cclResult_t synchronize();
+  cclResult_t query();  // cclInProgress while work is queued or running, else the first error
+  // Runs or waits for everything queued so far, leaving the error for synchronize(); false if the
+  // stream stalled past its bound.
+  bool drain() { return core_->run_until(core_->queued()); }
+  // The point of the work queued so far (cclEventRecord).
+  ccl::StreamPoint point() const { return {core_, core_->queued()}; }
 
  private:
-  void worker_loop();
-
-  std::mutex mutex_;
-  std::condition_variable work_ready_;
-  std::condition_variable idle_;
-  std::deque<std::function<cclResult_t()>> queue_;
-  size_t running_ = 0;
-  bool stopping_ = false;
-  bool worker_asleep_ = false;       // under mutex_
-  std::atomic<uint64_t> queued_{0};  // operations ever queued: polled without the lock
-  cclResult_t first_error_ = cclSuccess;
+  std::shared_ptr<ccl::StreamCore> core_;
   std::thread worker_;
+};
+
+struct cclEvent {
+  static constexpr unsigned kMagic = 0xe7e27c11u;
+  unsigned magic = kMagic;
+
+  void record(const ccl::StreamPoint& point) {
+    std::lock_guard lock(mutex_);
+    point_ = point;
+  }
+  ccl::StreamPoint point() const {
+    std::lock_guard lock(mutex_);
+    return point_;
+  }
+
+ private:
+  mutable std::mutex mutex_;  // any thread may record, query or wait
+  ccl::StreamPoint point_;
 };
