@@ -155,6 +155,7 @@ class ShmTransport final : public Transport {
   int rank_;
   std::string tag_;
   ShmOptions options_;
+  size_t slot_bytes_ = 0;  // of our inbound rings: options_.slot_bytes, or less to fit the pool
   bool connected_ = false;
 
   ShmSegment own_;
@@ -207,7 +208,7 @@ std::vector<Connection*> ShmTransport::connect(const SetupContext& ctx,
   std::vector<Connection*> result;
   for (auto& c : connections_) result.push_back(c.get());
   CCL_INFO(kShm, "shm: rank %d connected to %zu peers, rings of %zu x %zu bytes", rank_,
-           peers.size(), options_.slots, options_.slot_bytes);
+           peers.size(), options_.slots, slot_bytes_);
   return result;
 }
 
@@ -218,11 +219,12 @@ void ShmTransport::setup(const SetupContext& ctx, std::span<const int> peers,
   mine.pid = static_cast<int>(getpid());
   mine.name = shm::segment_name(tag_, rank_);
   mine.slots = options_.slots;
-  mine.slot_bytes = options_.slot_bytes;
   mine.channel_ranks.assign(peers.begin(), peers.end());
   // Only a transport that joins every rank can offer the window.
   bool all_ranks = static_cast<int>(peers.size()) == ctx.nranks - 1;
   mine.window_bytes = all_ranks ? options_.window_bytes : 0;
+  // Each segment has its own slot size (its header and SegmentInfo carry it to the producers).
+  mine.slot_bytes = slot_bytes_ = pooled_slot_bytes(options_, peers.size(), mine.window_bytes);
   SegmentGeometry geometry = mine.geometry();
   own_ = ShmSegment::create(mine.name, geometry.total_bytes());
   std::byte* base = own_.base();
@@ -427,8 +429,31 @@ ShmOptions shm_options_from_config() {
                 static_cast<long long>(window));
   }
   options.window_bytes = static_cast<size_t>(window);
+  const int64_t pool = config_int("CCL_SHM_POOL");
+  if (pool < 0) {
+    throw_error(cclInvalidUsage, "CCL_SHM_POOL must not be negative, got %lld",
+                static_cast<long long>(pool));
+  }
+  options.pool_bytes = static_cast<size_t>(pool);
   validate(options);
   return options;
+}
+
+size_t pooled_slot_bytes(const ShmOptions& options, size_t channels, size_t window_bytes) {
+  SegmentGeometry geometry{options.slots, options.slot_bytes, channels, window_bytes};
+  if (options.pool_bytes == 0 || channels == 0 || geometry.total_bytes() <= options.pool_bytes) {
+    return options.slot_bytes;
+  }
+  // Each channel's share of what the pool leaves after the header and the window, less a page
+  // for the rounding of each channel to kPage.
+  const size_t fixed = geometry.channels_offset();
+  const size_t share = options.pool_bytes > fixed ? (options.pool_bytes - fixed) / channels : 0;
+  const size_t ring = share > shm::kPage + sizeof(shm::ChannelControl)
+                          ? share - shm::kPage - sizeof(shm::ChannelControl)
+                          : 0;
+  const size_t per_slot = ring / options.slots;
+  const size_t slot = per_slot > sizeof(shm::SlotHeader) ? per_slot - sizeof(shm::SlotHeader) : 0;
+  return std::clamp(slot / kPieceAlign * kPieceAlign, kPieceAlign, options.slot_bytes);
 }
 
 std::unique_ptr<Transport> make_shm_transport(const SetupContext& ctx) {

@@ -26,6 +26,11 @@ struct ShmOptions {
   // Bulk bytes of each shared-window mailbox (CCL_SHM_WINDOW); 0: no window. A window exists
   // only when one connect() joins every rank of the communicator.
   size_t window_bytes = 1 << 20;
+  // Bytes a rank's segment may take for its inbound rings and its window (CCL_SHM_POOL; 0: no
+  // limit). Every local peer has a ring in it: with many of them, each ring gets an even share of
+  // the pool (never more than K x S), so shared memory grows linearly with the ranks of a host
+  // instead of as n(n-1) x CCL_BUFFSIZE (16 ranks: 1,009 MiB before, about 31 MiB per rank now).
+  size_t pool_bytes = 32 << 20;
   // Longest single sleep in wait() before peers are checked for liveness.
   std::chrono::milliseconds liveness_interval{50};
 };
@@ -33,6 +38,11 @@ struct ShmOptions {
 // K = CCL_SHM_SLOTS, S = CCL_BUFFSIZE / K rounded down to a multiple of kPieceAlign.
 // Throws InvalidUsage for values that make no ring (K < 1, S < kPieceAlign).
 ShmOptions shm_options_from_config();
+
+// The slot size of a segment with `channels` inbound rings and a window of `window_bytes`: S,
+// or less so that the segment fits options.pool_bytes, but never under kPieceAlign (then the
+// segment is larger than the pool). Pure, for tests.
+size_t pooled_slot_bytes(const ShmOptions& options, size_t channels, size_t window_bytes);
 
 // One per communicator; the options come from the config registry.
 std::unique_ptr<Transport> make_shm_transport(const SetupContext& ctx);

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "shm_harness.h"
+#include "transport/shm/shm_layout.h"
 #include "transport/shm/shm_segment.h"
 
 namespace ccl::test {
@@ -67,6 +68,43 @@ TEST(ShmThreads, MatrixFourRanksTinyRing) {
   expect_all_ok(run_shm_threads(4, options, [&](RankEnv& env) {
     exchange_matrix(*env.transport, env.by_peer, env.rank, env.nranks, matrix_sizes(4096),
                     env.deadline, 60s);
+  }));
+}
+
+// CCL_SHM_POOL: a segment keeps the full ring while it fits the pool, and shrinks its rings
+// evenly when more peers would not (16 and 32 local ranks of the default 4 MiB rings: 1 GiB and
+// 4 GiB in all before; now at most the pool per rank).
+TEST(ShmPool, RingsShrinkToFitThePool) {
+  ShmOptions options;  // 8 slots x 512 KiB, 1 MiB window, 32 MiB pool
+  const size_t window = options.window_bytes;
+  EXPECT_EQ(transport::pooled_slot_bytes(options, 1, window), options.slot_bytes);
+  EXPECT_EQ(transport::pooled_slot_bytes(options, 7, window), options.slot_bytes) << "8 ranks";
+  for (size_t channels : {15, 31, 63, 127}) {
+    const size_t slot = transport::pooled_slot_bytes(options, channels, window);
+    EXPECT_LT(slot, options.slot_bytes) << channels;
+    EXPECT_EQ(slot % transport::kPieceAlign, 0u) << channels;
+    const transport::shm::SegmentGeometry g{options.slots, slot, channels, window};
+    EXPECT_LE(g.total_bytes(), options.pool_bytes) << channels << " channels";
+    // And no more than a page per channel of it unused: the share is not wasted.
+    EXPECT_GT(g.total_bytes() + channels * 2 * transport::shm::kPage, options.pool_bytes);
+  }
+  // A pool too small for even one piece per slot: the smallest ring, larger than the pool.
+  EXPECT_EQ(transport::pooled_slot_bytes(options, 100000, window), transport::kPieceAlign);
+  options.pool_bytes = 0;  // no limit
+  EXPECT_EQ(transport::pooled_slot_bytes(options, 127, window), options.slot_bytes);
+}
+
+// Messages larger than the pooled rings still arrive whole and in order.
+TEST(ShmPool, FourRanksThroughPooledRings) {
+  HarnessOptions options;
+  options.shm = small_ring(4, 64 * 1024);
+  options.shm->window_bytes = 0;
+  options.shm->pool_bytes = 512 << 10;  // three inbound rings in 512 KiB
+  const size_t slot = transport::pooled_slot_bytes(*options.shm, 3, options.shm->window_bytes);
+  ASSERT_LT(slot, options.shm->slot_bytes);
+  expect_all_ok(run_shm_threads(4, options, [&](RankEnv& env) {
+    exchange_matrix(*env.transport, env.by_peer, env.rank, env.nranks, matrix_sizes(slot),
+                    env.deadline);
   }));
 }
 
