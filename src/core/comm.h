@@ -169,12 +169,14 @@ class Communicator {
   // Runs `body(deadline, label)` as operation `what`, recording its failure.
   template <typename Body>
   void run_op(const char* what, Body&& body);
-  // The direct (shared-window) path takes this operation of `bytes`.
-  bool direct_fits(size_t bytes) const { return direct_ && bytes <= direct_->max_bytes(); }
-  // The schedule of `kind` (comm_collectives.cc) built with `choice`'s algorithm and chunking,
-  // cached per shape.
-  const algo::Schedule& cached(int kind, const tune::Choice& choice, size_t count, int root,
+  // The schedule of `choice` (its registry entry's build, registry.h) for `count` elements of
+  // `elem_size` bytes (root: broadcast and reduce), cached per shape.
+  const algo::Schedule& cached(const tune::Choice& choice, size_t count, int root,
                                size_t elem_size);
+  // Runs the operation `what` as `choice` says: its entry's direct run, or its schedule through
+  // the executor. `bytes` as the tuner saw it (algo_selection.h).
+  void run_choice(const tune::Choice& choice, const char* what, const void* input, void* output,
+                  size_t count, size_t bytes, const algo::ExecOp& exec, int root);
   void* scratch(size_t bytes);  // executor scratch of at least `bytes`
   // A builder's parameters for `count` elements of `elem_size` bytes, in chunks of `chunk_bytes`
   // (0: none), over positions in `order`

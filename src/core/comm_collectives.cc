@@ -16,24 +16,11 @@
 #include "core/comm.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/tuning/registry.h"
 
 namespace ccl {
 
 namespace {
-
-// The schedules a communicator runs; with the tuner's algorithm they key the cache.
-enum ScheduleKind {
-  kAllReduce,
-  kBroadcast,
-  kBarrier,
-  kReduce,
-  kAllGather,
-  kReduceScatter,
-  kAlltoAll,
-};
-
-// Collectives the tuner does not choose for (all-to-all, barrier): one schedule each.
-tune::Choice untuned() { return tune::Choice{}; }
 
 algo::ExecOp copy_op(cclDataType_t type) {
   algo::ExecOp exec;
@@ -96,9 +83,9 @@ void Communicator::check_agreement(const OpInfo& info) {
   // Through the message rings, not the shared window: the window's mailboxes make every rank
   // wait until all have finished the previous operation, which costs more than the exchange.
   tune::Choice ring;
+  ring.entry = tune::find_entry(tune::Collective::AllGather, tune::Algorithm::Ring);
   ring.algorithm = tune::Algorithm::Ring;
-  ring.protocol = tune::Protocol::Simple;
-  execute(cached(kAllGather, ring, bytes, -1, 1), &mine, all.data(), copy_op(cclUint8), "check");
+  execute(cached(ring, bytes, -1, 1), &mine, all.data(), copy_op(cclUint8), "check");
   const std::string mismatch = mismatch_message(all);
   if (mismatch.empty()) return;
   // Every rank saw the same table, so every rank fails here with the same message. No notice:
@@ -109,62 +96,32 @@ void Communicator::check_agreement(const OpInfo& info) {
   throw error;
 }
 
-const algo::Schedule& Communicator::cached(int kind, const tune::Choice& choice, size_t count,
-                                           int root, size_t elem_size) {
-  using tune::Algorithm;
-  const auto key = std::make_tuple(kind, static_cast<int>(choice.algorithm), choice.chunk_bytes,
-                                   count, root, elem_size);
+const algo::Schedule& Communicator::cached(const tune::Choice& choice, size_t count, int root,
+                                           size_t elem_size) {
+  const auto key = std::make_tuple(static_cast<int>(choice.entry->collective),
+                                   static_cast<int>(choice.algorithm), choice.chunk_bytes, count,
+                                   root, elem_size);
   auto it = schedules_.find(key);
   if (it != schedules_.end()) return it->second;
   if (schedules_.size() >= 256) schedules_.clear();  // bounded memory for sweeping sizes
-  const algo::RingParams ring = ring_params(count, elem_size, choice.chunk_bytes);
-  const algo::TreeParams tree =
-      schedule_params(count, elem_size, choice.chunk_bytes, layout_.tree_order);
-  const bool by_tree = choice.algorithm == Algorithm::Tree;
-  algo::Schedule schedule;
-  switch (kind) {
-    case kAllReduce:
-      switch (choice.algorithm) {
-        case Algorithm::Tree:
-          schedule = algo::double_binary_tree_allreduce(tree);
-          break;
-        case Algorithm::RecursiveDoubling:
-          schedule = algo::recursive_doubling_allreduce(nranks_, rank_, count);
-          break;
-        case Algorithm::Rabenseifner:
-          schedule = algo::rabenseifner_allreduce(nranks_, rank_, count);
-          break;
-        case Algorithm::Hierarchical: {
-          algo::HierarchicalParams params{nranks_, rank_, count, ring.chunk_elems,
-                                          layout_.host_of_rank};
-          schedule = algo::hierarchical_allreduce(params);
-          break;
-        }
-        default:
-          schedule = algo::ring_allreduce(ring);
-          break;
-      }
-      break;
-    case kBroadcast:
-      schedule = by_tree ? algo::tree_broadcast(tree, root) : algo::chain_broadcast(ring, root);
-      break;
-    case kReduce:
-      schedule = by_tree ? algo::tree_reduce(tree, root) : algo::chain_reduce(ring, root);
-      break;
-    case kAllGather:
-      schedule = algo::ring_allgather(ring);
-      break;
-    case kReduceScatter:
-      schedule = algo::ring_reduce_scatter(ring);
-      break;
-    case kAlltoAll:
-      schedule = algo::pairwise_alltoall(nranks_, rank_, count);
-      break;
-    default:
-      schedule = algo::dissemination_barrier(nranks_, rank_);
-      break;
+  const tune::BuildArgs args{
+      ring_params(count, elem_size, choice.chunk_bytes),
+      schedule_params(count, elem_size, choice.chunk_bytes, layout_.tree_order), root,
+      layout_.host_of_rank};
+  return schedules_.emplace(key, choice.entry->build(args)).first->second;
+}
+
+void Communicator::run_choice(const tune::Choice& choice, const char* what, const void* input,
+                              void* output, size_t count, size_t bytes, const algo::ExecOp& exec,
+                              int root) {
+  if (choice.entry->run == nullptr) {
+    return execute(cached(choice, count, root, exec.elem_size), input, output, exec, what);
   }
-  return schedules_.emplace(key, std::move(schedule)).first->second;
+  if (!direct_) throw_error(cclInternalError, "%s: a direct algorithm without a window", what);
+  run_op(what, [&](Deadline deadline, const algo::OpLabel& name) {
+    choice.entry->run(tune::RunArgs{*direct_, input, output, bytes, count, exec, root,
+                                    choice.protocol, deadline, name});
+  });
 }
 
 algo::ScheduleParams Communicator::schedule_params(size_t count, size_t elem_size,
@@ -256,19 +213,11 @@ void Communicator::reduce_to(const void* sendbuff, void* recvbuff, size_t count,
   const size_t bytes = count * exec.elem_size;
   const tune::Choice choice =
       plan(root < 0 ? tune::Collective::AllReduce : tune::Collective::Reduce, bytes);
-  if (choice.algorithm == tune::Algorithm::Direct) {
-    // Through shared memory every rank reducing costs no more than one rank doing it: a reduce
-    // is an allreduce whose non-roots drop the result into scratch.
-    void* output = root < 0 || rank_ == root ? recvbuff : scratch(bytes);
-    const bool one_shot = choice.protocol == tune::Protocol::LL;
-    return run_op(root < 0 ? "allreduce" : "reduce",
-                  [&](Deadline deadline, const algo::OpLabel& name) {
-                    direct_->all_reduce(input, output, count, exec, deadline, name, one_shot);
-                  });
-  }
-  const int kind = root < 0 ? kAllReduce : kReduce;
-  execute(cached(kind, choice, count, root, exec.elem_size), input, recvbuff, exec,
-          root < 0 ? "allreduce" : "reduce");
+  // A direct reduce is an allreduce whose non-roots drop the result into scratch: through shared
+  // memory every rank reducing costs no more than one rank doing it.
+  void* output =
+      choice.entry->run != nullptr && root >= 0 && rank_ != root ? scratch(bytes) : recvbuff;
+  run_choice(choice, root < 0 ? "allreduce" : "reduce", input, output, count, bytes, exec, root);
 }
 
 void Communicator::broadcast(const void* sendbuff, void* recvbuff, size_t count, cclDataType_t type,
@@ -293,13 +242,7 @@ void Communicator::broadcast(const void* sendbuff, void* recvbuff, size_t count,
       return;
     }
   }
-  if (choice.algorithm == tune::Algorithm::Direct) {
-    return run_op("broadcast", [&](Deadline deadline, const algo::OpLabel& name) {
-      direct_->broadcast(sendbuff, recvbuff, bytes, root, deadline, name);
-    });
-  }
-  execute(cached(kBroadcast, choice, count, root, exec.elem_size), sendbuff, recvbuff, exec,
-          "broadcast");
+  run_choice(choice, "broadcast", sendbuff, recvbuff, count, bytes, exec, root);
 }
 
 void Communicator::all_gather(const void* sendbuff, void* recvbuff, size_t sendcount,
@@ -310,13 +253,7 @@ void Communicator::all_gather(const void* sendbuff, void* recvbuff, size_t sendc
   const algo::ExecOp exec = copy_op(type);
   const size_t bytes = sendcount * exec.elem_size;
   const tune::Choice choice = plan(tune::Collective::AllGather, bytes);
-  if (choice.algorithm == tune::Algorithm::Direct) {
-    return run_op("allgather", [&](Deadline deadline, const algo::OpLabel& name) {
-      direct_->all_gather(sendbuff, recvbuff, bytes, deadline, name);
-    });
-  }
-  execute(cached(kAllGather, choice, sendcount, -1, exec.elem_size), sendbuff, recvbuff, exec,
-          "allgather");
+  run_choice(choice, "allgather", sendbuff, recvbuff, sendcount, bytes, exec, -1);
 }
 
 void Communicator::all_gather_v(const void* sendbuff, void* recvbuff,
@@ -341,8 +278,8 @@ void Communicator::reduce_scatter(const void* sendbuff, void* recvbuff, size_t r
   const void* input = reduction_input(reduction, sendbuff, recvcount * nranks_);
   const tune::Choice choice =
       plan(tune::Collective::ReduceScatter, recvcount * reduction.exec.elem_size);
-  execute(cached(kReduceScatter, choice, recvcount, -1, reduction.exec.elem_size), input, recvbuff,
-          reduction.exec, "reducescatter");
+  run_choice(choice, "reducescatter", input, recvbuff, recvcount,
+             recvcount * reduction.exec.elem_size, reduction.exec, -1);
 }
 
 void Communicator::all_to_all(const void* sendbuff, void* recvbuff, size_t count,
@@ -351,16 +288,14 @@ void Communicator::all_to_all(const void* sendbuff, void* recvbuff, size_t count
   const OpScope scope = begin_op({OpKind::AlltoAll, count, type});
   if (count == 0) return;
   const algo::ExecOp exec = copy_op(type);
-  const size_t bytes = count * nranks_ * exec.elem_size;
-  if (direct_fits(bytes)) {
-    return run_op("alltoall", [&](Deadline deadline, const algo::OpLabel& name) {
-      direct_->all_to_all(sendbuff, recvbuff, bytes / nranks_, deadline, name);
-    });
-  }
-  // In place, the blocks received would overwrite blocks not yet sent: send from a copy.
-  const void* input = sendbuff == recvbuff ? staged_copy(sendbuff, bytes) : sendbuff;
-  execute(cached(kAlltoAll, untuned(), count, -1, exec.elem_size), input, recvbuff, exec,
-          "alltoall");
+  const size_t bytes = count * exec.elem_size;  // to each peer
+  const tune::Choice choice = plan(tune::Collective::AlltoAll, bytes);
+  // In place, the pairwise exchange's received blocks would overwrite blocks not yet sent: it
+  // sends from a copy (the direct path reads every block before it writes any).
+  const void* input = sendbuff == recvbuff && choice.entry->run == nullptr
+                          ? staged_copy(sendbuff, bytes * nranks_)
+                          : sendbuff;
+  run_choice(choice, "alltoall", input, recvbuff, count, bytes, exec, -1);
 }
 
 void Communicator::all_to_all_v(const void* sendbuff, std::span<const size_t> sendcounts,
@@ -385,12 +320,8 @@ void Communicator::all_to_all_v(const void* sendbuff, std::span<const size_t> se
 void Communicator::barrier() {
   std::lock_guard lock(op_mutex_);
   const OpScope scope = begin_op({OpKind::Barrier});
-  if (direct_) {
-    return run_op("barrier", [&](Deadline deadline, const algo::OpLabel& name) {
-      direct_->barrier(deadline, name);
-    });
-  }
-  execute(cached(kBarrier, untuned(), 0, -1, 1), nullptr, nullptr, copy_op(cclUint8), "barrier");
+  run_choice(plan(tune::Collective::Barrier, 0), "barrier", nullptr, nullptr, 0, 0,
+             copy_op(cclUint8), -1);
 }
 
 void Communicator::point_to_point(std::span<const algo::PointToPoint> operations,

@@ -62,8 +62,9 @@ const std::vector<ConfigVar>& config_vars() {
       // Algorithms
       {"CCL_ALGO", ConfigType::String, "",
        "algorithms the tuner may choose, NCCL's syntax: a list (ring,tree), ^ to exclude, per "
-       "collective with ; (allreduce:tree,ring;broadcast:^tree); names: direct, ring, tree, "
-       "recursive_doubling, rabenseifner, hierarchical"},
+       "collective with ; (allreduce:tree,ring;broadcast:^tree); collectives: allreduce, "
+       "broadcast, reduce, allgather, reducescatter, alltoall, barrier; names: direct, ring, tree, "
+       "recursive_doubling, rabenseifner, hierarchical, pairwise, dissemination"},
       {"CCL_PROTO", ConfigType::String, "",
        "protocols the tuner may choose, same syntax: LL (each piece in one message) and Simple "
        "(pipelined chunks); LL128 is accepted and never available"},

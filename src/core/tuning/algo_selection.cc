@@ -10,10 +10,14 @@ namespace ccl::tune {
 
 namespace {
 
-constexpr const char* kCollectiveNames[kNumCollectives] = {"allreduce", "broadcast", "reduce",
-                                                           "allgather", "reducescatter"};
+using Mask = Selection::Mask;
+static_assert(kNumAlgorithms <= 16 && kNumProtocols <= 16, "a Mask holds a bit per name");
+
+constexpr const char* kCollectiveNames[kNumCollectives] = {
+    "allreduce", "broadcast", "reduce", "allgather", "reducescatter", "alltoall", "barrier"};
 constexpr const char* kAlgorithmNames[kNumAlgorithms] = {
-    "direct", "ring", "tree", "recursive_doubling", "rabenseifner", "hierarchical"};
+    "direct",       "ring",         "tree",     "recursive_doubling",
+    "rabenseifner", "hierarchical", "pairwise", "dissemination"};
 constexpr const char* kProtocolNames[kNumProtocols] = {"LL", "LL128", "Simple"};
 
 // Index of `text` in `names` (case-insensitive), or -1.
@@ -59,7 +63,7 @@ struct Vocabulary {
   const char* what;  // "algorithm", "protocol"
   const char* const* names;
   int count;
-  uint8_t all() const { return static_cast<uint8_t>((1u << count) - 1); }
+  Mask all() const { return static_cast<Mask>((1u << count) - 1); }
 };
 
 class Parser {
@@ -67,11 +71,11 @@ class Parser {
   Parser(const Vocabulary& vocabulary, const std::string& value) : v_(vocabulary), value_(value) {}
 
   // Fills masks[c] with the set allowed for collective c.
-  void run(std::array<uint8_t, kNumCollectives>* masks) const {
+  void run(std::array<Mask, kNumCollectives>* masks) const {
     masks->fill(v_.all());
     bool named[kNumCollectives] = {};
     bool have_default = false, first = true;
-    uint8_t default_mask = v_.all();
+    Mask default_mask = v_.all();
     for (std::string_view entry : split(value_, ';')) {
       entry = trim(entry);
       if (entry.empty()) continue;  // a trailing or doubled ';'
@@ -106,11 +110,11 @@ class Parser {
 
  private:
   // "a,b,c" or "^a,b": the set allowed.
-  uint8_t parse_list(std::string_view list) const {
+  Mask parse_list(std::string_view list) const {
     list = trim(list);
     const bool exclude = !list.empty() && list.front() == '^';
     if (exclude) list.remove_prefix(1);
-    uint8_t mask = 0;
+    Mask mask = 0;
     for (std::string_view token : split(list, ',')) {
       token = trim(token);
       if (token.empty()) {
@@ -118,9 +122,9 @@ class Parser {
       }
       const int i = find_name(token, v_.names, v_.count);
       if (i < 0) fail_name(v_.what, token, join(v_.names, v_.count));
-      mask = static_cast<uint8_t>(mask | (1u << i));
+      mask = static_cast<Mask>(mask | (1u << i));
     }
-    return exclude ? static_cast<uint8_t>(v_.all() & ~mask) : mask;
+    return exclude ? static_cast<Mask>(v_.all() & ~mask) : mask;
   }
 
   [[noreturn]] void fail_name(const char* what, std::string_view token,

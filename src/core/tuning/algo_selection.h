@@ -27,8 +27,16 @@ namespace ccl::tune {
 
 // `bytes` given to the tuner for each collective is the count argument of the call times the
 // element size: allreduce, broadcast, reduce: the vector; allgather: what each rank sends;
-// reducescatter: what each rank receives.
-enum class Collective : uint8_t { AllReduce, Broadcast, Reduce, AllGather, ReduceScatter };
+// reducescatter: what each rank receives; alltoall: what each rank sends to each peer; barrier: 0.
+enum class Collective : uint8_t {
+  AllReduce,
+  Broadcast,
+  Reduce,
+  AllGather,
+  ReduceScatter,
+  AlltoAll,
+  Barrier
+};
 // Declaration order is the tie-break preference order of the tuner.
 enum class Algorithm : uint8_t {
   Direct,             // the shared window of one host (algorithms/direct.h)
@@ -37,27 +45,32 @@ enum class Algorithm : uint8_t {
   RecursiveDoubling,  // allreduce
   Rabenseifner,       // allreduce
   Hierarchical,       // allreduce: intra-host reduce-scatter, inter-host allreduce, allgather
+  Pairwise,           // alltoall: n-1 rounds, each rank exchanging with one partner
+  Dissemination,      // barrier: ceil(log2 n) rounds of empty messages
 };
 // LL: each piece of a schedule step in one message (no chunking; for direct allreduce: one-shot).
 // Simple: pieces cut into pipelined chunks (direct allreduce: two-shot). LL128: never available.
 enum class Protocol : uint8_t { LL, LL128, Simple };
 
-inline constexpr int kNumCollectives = 5;
-inline constexpr int kNumAlgorithms = 6;
+inline constexpr int kNumCollectives = 7;
+inline constexpr int kNumAlgorithms = 8;
 inline constexpr int kNumProtocols = 3;
 
 inline constexpr std::array<Collective, kNumCollectives> kCollectives{
-    Collective::AllReduce, Collective::Broadcast, Collective::Reduce, Collective::AllGather,
-    Collective::ReduceScatter};
+    Collective::AllReduce,     Collective::Broadcast, Collective::Reduce, Collective::AllGather,
+    Collective::ReduceScatter, Collective::AlltoAll,  Collective::Barrier};
 inline constexpr std::array<Algorithm, kNumAlgorithms> kAlgorithms{
-    Algorithm::Direct,       Algorithm::Ring,        Algorithm::Tree, Algorithm::RecursiveDoubling,
-    Algorithm::Rabenseifner, Algorithm::Hierarchical};
+    Algorithm::Direct,       Algorithm::Ring,
+    Algorithm::Tree,         Algorithm::RecursiveDoubling,
+    Algorithm::Rabenseifner, Algorithm::Hierarchical,
+    Algorithm::Pairwise,     Algorithm::Dissemination};
 inline constexpr std::array<Protocol, kNumProtocols> kProtocols{Protocol::LL, Protocol::LL128,
                                                                 Protocol::Simple};
 
-// "allreduce" "broadcast" "reduce" "allgather" "reducescatter"
+// "allreduce" "broadcast" "reduce" "allgather" "reducescatter" "alltoall" "barrier"
 const char* collective_name(Collective collective);
-// "direct" "ring" "tree" "recursive_doubling" "rabenseifner" "hierarchical"
+// "direct" "ring" "tree" "recursive_doubling" "rabenseifner" "hierarchical" "pairwise"
+// "dissemination"
 const char* algorithm_name(Algorithm algorithm);
 // "LL" "LL128" "Simple"
 const char* protocol_name(Protocol protocol);
@@ -70,7 +83,8 @@ bool parse_protocol(std::string_view text, Protocol* out);
 // queries (the tuner asks on every collective call).
 class Selection {
  public:
-  Selection();  // everything allowed
+  using Mask = uint16_t;  // bit i: name i allowed
+  Selection();            // everything allowed
 
   // Parses the two variables' values (see the syntax above). Throws InvalidUsage.
   static Selection parse(const std::string& algo_env, const std::string& proto_env);
@@ -85,8 +99,8 @@ class Selection {
  private:
   static size_t index(Collective collective) { return static_cast<size_t>(collective); }
 
-  std::array<uint8_t, kNumCollectives> algorithms_;  // bit a: algorithm a allowed
-  std::array<uint8_t, kNumCollectives> protocols_;   // bit p: protocol p allowed
+  std::array<Mask, kNumCollectives> algorithms_;  // bit a: algorithm a allowed
+  std::array<Mask, kNumCollectives> protocols_;   // bit p: protocol p allowed
 };
 
 }  // namespace ccl::tune

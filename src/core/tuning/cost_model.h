@@ -57,59 +57,54 @@ struct Shape {
 void check_shape(const Shape& shape);
 
 // The model for one (Shape, Figures), with what does not depend on the message precomputed, so
-// that a prediction is a few multiplications (the tuner asks ~18 of them per collective call).
+// that a prediction is a few multiplications (the tuner asks ~20 of them per collective call).
+// The formulas themselves live with their algorithms, in the registry's entries
+// (core/tuning/entries/*.cc); this class holds the terms they share.
 class CostModel {
  public:
+  // A link: time of a step of x bytes = a + x * inv microseconds.
+  struct Link {
+    double a = 0;    // us per step
+    double inv = 0;  // us per byte
+    double step(double bytes) const { return a + bytes * inv; }
+  };
+  // The terms of the formulas (notation in cost_model.cc).
+  struct Terms {
+    double n = 1;            // ranks
+    double chunk_bytes = 0;  // the Simple protocol's chunk (Shape::chunk_bytes)
+    Link intra, net, flat, direct, fold;
+    double reduce_inv = 0;   // us per byte reduced
+    double tree_height = 0;  // ceil(log2 n)
+    // Over both trees of the double binary tree, the most halves (S/2) one rank sends (one per
+    // child and one to its parent, in each tree), and the most it reduces (one per child).
+    double tree_sent_halves = 0;
+    double tree_reduced_halves = 0;
+    // Recursive doubling / Rabenseifner over p = 2^floor(log2 n) ranks: their exchange rounds
+    // summed, sum_d (a_d + S inv_d) = rd_a + S rd_inv and sum_d 2 (a_d + S d/p inv_d) =
+    // rab_a + S rab_inv, and the number of rounds log2 p.
+    double pow2 = 1, log2_pow2 = 0;
+    double rd_a = 0, rd_inv = 0, rab_a = 0, rab_inv = 0;
+
+    // K: 1 for LL, ceil(piece / c) for Simple.
+    double chunks(double piece, Protocol protocol) const;
+    double reduce(double bytes) const { return bytes * reduce_inv; }
+  };
+
   // Expects a shape and figures that passed the checks.
   CostModel(const Shape& shape, const Figures& figures);
 
   // Predicted microseconds of `collective` on `bytes` (the convention of algo_selection.h) with
   // `algorithm` and `protocol`, or nullopt when that pair is not available for it; then *why
-  // (when given) names the reason, a string literal.
+  // (when given) names the reason, a string literal. Asks the registry's entry.
   std::optional<double> predict_us(Collective collective, Algorithm algorithm, Protocol protocol,
                                    size_t bytes, const char** why = nullptr) const;
 
   const Shape& shape() const { return shape_; }
+  const Terms& terms() const { return terms_; }
 
  private:
-  struct Link {
-    double a;    // us per step
-    double inv;  // us per byte
-    double step(double bytes) const { return a + bytes * inv; }
-  };
-  static Link link(const LinkFigures& f);
-  static Link slowest(Link x, Link y) { return {std::max(x.a, y.a), std::max(x.inv, y.inv)}; }
-
-  double chunks(double piece, Protocol protocol) const;
-  double reduce(double bytes) const { return bytes * reduce_inv_; }
-
-  double allreduce_one_shot(double S) const;
-  double allreduce_two_shot(double S) const;
-  double allreduce_ring(double S, Protocol protocol) const;
-  double allreduce_tree(double S, Protocol protocol) const;
-  double allreduce_recursive_doubling(double S) const;
-  double allreduce_rabenseifner(double S) const;
-  double allreduce_hierarchical(double S, Protocol protocol) const;
-  double broadcast_direct(double S) const;
-  double chain(double S, Protocol protocol, bool reducing) const;
-  double rooted_tree(double S, Protocol protocol, bool reducing) const;
-  double allgather_direct(double S) const;
-  double ring_pieces(double S, Protocol protocol, bool reducing) const;
-
   Shape shape_;
-  double n_ = 1;
-  Link intra_{}, net_{}, flat_{}, direct_{}, fold_{};
-  double reduce_inv_ = 0;
-  double tree_height_ = 0;  // ceil(log2 n)
-  // Over both trees of the double binary tree, the most halves (S/2) one rank sends (one per
-  // child and one to its parent, in each tree), and the most it reduces (one per child).
-  double tree_sent_halves_ = 0;
-  double tree_reduced_halves_ = 0;
-  // Recursive doubling / Rabenseifner over p = 2^floor(log2 n) ranks: their exchange rounds
-  // summed, sum_d (a_d + S inv_d) = rd_a_ + S rd_inv_ and sum_d 2 (a_d + S d/p inv_d) =
-  // rab_a_ + S rab_inv_, and the number of rounds log2 p.
-  double pow2_ = 1, log2_pow2_ = 0;
-  double rd_a_ = 0, rd_inv_ = 0, rab_a_ = 0, rab_inv_ = 0;
+  Terms terms_;
 };
 
 // CostModel(shape, figures).predict_us(...), for one-off questions.

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "core/error.h"
+#include "core/tuning/registry.h"
 
 namespace ccl::tune {
 
@@ -55,16 +56,18 @@ constexpr double kSwitchMargin = 0.15;
 
 Tuner::Ranking Tuner::rank(Collective c, size_t bytes, bool restricted) const {
   Ranking r;
-  for (Algorithm a : kAlgorithms) {
+  for (const AlgorithmEntry* entry : entries_of(c)) {
+    const Algorithm a = entry->algorithm;
     if (restricted && !selection_.allows(c, a)) continue;
     for (Protocol p : kProtocols) {
       if (restricted && !selection_.allows(c, p)) continue;
-      const std::optional<double> us = model_.predict_us(c, a, p, bytes);
-      if (!us) continue;
-      const Candidate x{a, p, *us};
+      if (unavailable(*entry, shape_, p, bytes) != nullptr) continue;
+      const double us =
+          shape_.nranks == 1 ? 0.0 : entry->cost(model_, p, static_cast<double>(bytes));
+      const Candidate x{entry, p, us};
       // Strictly faster only: on a tie the earlier (preferred) pair stays; another algorithm
       // must be faster by the margin.
-      const double margin = r.count != 0 && a != r.best.algorithm ? 1 + kSwitchMargin : 1;
+      const double margin = r.count != 0 && a != r.best.entry->algorithm ? 1 + kSwitchMargin : 1;
       if (r.count == 0 || x.us * margin < r.best.us) {
         r.second = r.best;
         r.best = x;
@@ -79,12 +82,12 @@ Tuner::Ranking Tuner::rank(Collective c, size_t bytes, bool restricted) const {
 
 Choice Tuner::choice_of(const Candidate& best, bool fallback) const {
   Choice choice;
-  choice.algorithm = best.algorithm;
+  choice.entry = best.entry;
+  choice.algorithm = best.entry->algorithm;
   choice.protocol = best.protocol;
-  // The direct path has no chunks; Simple selects its two-shot form there.
-  choice.chunk_bytes = best.protocol == Protocol::Simple && best.algorithm != Algorithm::Direct
-                           ? shape_.chunk_bytes
-                           : 0;
+  // A chunk-free entry (the direct path) has no chunks; Simple selects its two-shot form there.
+  choice.chunk_bytes =
+      best.protocol == Protocol::Simple && !best.entry->chunk_free ? shape_.chunk_bytes : 0;
   choice.predicted_us = best.us;
   choice.fallback = fallback;
   return choice;
@@ -93,7 +96,8 @@ Choice Tuner::choice_of(const Candidate& best, bool fallback) const {
 Choice Tuner::choose(Collective c, size_t bytes) const {
   const Ranking r = rank(c, bytes, true);
   if (r.count > 0) return choice_of(r.best, false);
-  // Ring/LL is available for every collective, so the unrestricted ranking is never empty.
+  // Every collective has an entry available everywhere at LL (ring, pairwise, dissemination),
+  // so the unrestricted ranking is never empty (a registry test checks).
   return choice_of(rank(c, bytes, false).best, true);
 }
 
@@ -102,12 +106,13 @@ Choice Tuner::choose_explained(Collective c, size_t bytes) const {
   const bool fallback = r.count == 0;
   if (fallback) r = rank(c, bytes, false);
   Choice choice = choice_of(r.best, fallback);
-  std::string why = pair_name(r.best.algorithm, r.best.protocol) + " " + format_us(r.best.us);
+  std::string why =
+      pair_name(r.best.entry->algorithm, r.best.protocol) + " " + format_us(r.best.us);
   if (r.count == 1) {
     why += fallback ? " (the only one available)" : " (the only one allowed and available)";
   } else {
     why += r.best.us < r.second.us ? " < " : " = ";
-    why += pair_name(r.second.algorithm, r.second.protocol) + " " + format_us(r.second.us) +
+    why += pair_name(r.second.entry->algorithm, r.second.protocol) + " " + format_us(r.second.us) +
            " (next best)";
   }
   if (fallback) {
@@ -128,7 +133,8 @@ std::string Tuner::cost_table(Collective c, size_t bytes) const {
            shape_.uniform_hosts ? "" : ", not uniform", shape_.shm ? "shm" : "no shm",
            shape_.window_bytes, shape_.chunk_bytes);
   std::string table = line;
-  for (Algorithm a : kAlgorithms) {
+  for (const AlgorithmEntry* entry : entries_of(c)) {
+    const Algorithm a = entry->algorithm;
     for (Protocol p : kProtocols) {
       const char* why = nullptr;
       const std::optional<double> us = model_.predict_us(c, a, p, bytes, &why);

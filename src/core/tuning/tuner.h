@@ -2,8 +2,9 @@
 // smallest predicted time (core/tuning/cost_model.h) among those available and allowed by
 // CCL_ALGO / CCL_PROTO, and, when asked, why.
 //
-// choose() runs on every collective call: it allocates nothing and builds no string (about 18
-// closed-form predictions, a few multiplications each). choose_explained() adds the reason, for
+// choose() runs on every collective call: it walks the collective's entries of the algorithm
+// registry (registry.h), allocates nothing and builds no string (at most ~15 closed-form
+// predictions, a few multiplications each). choose_explained() adds the reason, for
 // logs; cost_table() prints every row, for CCL_DEBUG_SUBSYS=TUNE. Every rank must build its Tuner
 // from the same Shape, Figures and Selection, so that all ranks choose the same schedule.
 //
@@ -21,7 +22,10 @@
 
 namespace ccl::tune {
 
+struct AlgorithmEntry;
+
 struct Choice {
+  const AlgorithmEntry* entry = nullptr;  // the registry's entry (registry.h) that runs it
   Algorithm algorithm = Algorithm::Ring;
   Protocol protocol = Protocol::LL;
   size_t chunk_bytes = 0;  // the pipeline chunk; 0 = no chunking (LL, and the direct path)
@@ -57,7 +61,7 @@ class Tuner {
 
  private:
   struct Candidate {
-    Algorithm algorithm;
+    const AlgorithmEntry* entry;
     Protocol protocol;
     double us;
   };

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/tuning/registry.h"
 #include "tuning_test_util.h"
 
 namespace ccl::tune {
@@ -27,7 +28,8 @@ TEST(CostModel, NoLL128) {
     for (Algorithm a : kAlgorithms) {
       const char* why = nullptr;
       EXPECT_FALSE(available(c, a, Protocol::LL128, 64, s, &why));
-      EXPECT_STREQ(why, "no LL128 on host memory");
+      EXPECT_STREQ(why, find_entry(c, a) != nullptr ? "no LL128 on host memory"
+                                                    : "no such algorithm for this collective");
     }
   }
 }
@@ -61,7 +63,26 @@ TEST(CostModel, WhichAlgorithmServesWhichCollective) {
   const auto ok = [&](Collective c, Algorithm a) {
     return available(c, a, Protocol::LL, 1 << 16, s);
   };
-  for (Collective c : kCollectives) EXPECT_TRUE(ok(c, Algorithm::Ring));
+  for (Collective c : {Collective::AllReduce, Collective::Broadcast, Collective::Reduce,
+                       Collective::AllGather, Collective::ReduceScatter}) {
+    EXPECT_TRUE(ok(c, Algorithm::Ring));
+  }
+  // All-to-all and the barrier have their own algorithms (and the direct path on one host).
+  EXPECT_TRUE(ok(Collective::AlltoAll, Algorithm::Pairwise));
+  EXPECT_TRUE(ok(Collective::Barrier, Algorithm::Dissemination));
+  for (Algorithm a : kAlgorithms) {
+    if (a != Algorithm::Pairwise) {
+      EXPECT_FALSE(ok(Collective::AlltoAll, a)) << algorithm_name(a);
+    }
+    if (a != Algorithm::Dissemination) {
+      EXPECT_FALSE(ok(Collective::Barrier, a)) << algorithm_name(a);
+    }
+  }
+  const Shape host = one_host(4, 1 << 20);
+  EXPECT_TRUE(available(Collective::AlltoAll, Algorithm::Direct, Protocol::LL, 1 << 18, host));
+  EXPECT_FALSE(available(Collective::AlltoAll, Algorithm::Direct, Protocol::LL, 1 << 19, host))
+      << "4 ranks x 512 KiB blocks do not fit the 1 MiB window";
+  EXPECT_TRUE(available(Collective::Barrier, Algorithm::Direct, Protocol::Simple, 0, host));
   EXPECT_TRUE(ok(Collective::AllReduce, Algorithm::Tree));
   EXPECT_TRUE(ok(Collective::Broadcast, Algorithm::Tree));
   EXPECT_TRUE(ok(Collective::Reduce, Algorithm::Tree));
@@ -183,8 +204,12 @@ TEST(CostModel, DeterministicAndGrowingWithSize) {
 
 TEST(CostModel, OneRankCostsNothing) {
   const Shape s = one_host(1, 0);
-  for (Collective c : kCollectives) {
-    EXPECT_EQ(predict(c, Algorithm::Ring, Protocol::LL, 1 << 20, s), 0.0);
+  for (const AlgorithmEntry* e : registry()) {
+    const auto us =
+        predict_us(e->collective, e->algorithm, Protocol::LL, 1 << 20, s, default_figures());
+    if (us) {
+      EXPECT_EQ(*us, 0.0) << collective_name(e->collective);
+    }
   }
 }
 

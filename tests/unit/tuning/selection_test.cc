@@ -32,7 +32,8 @@ std::string allowed_protocols(const Selection& s, Collective c) {
   return out;
 }
 
-const std::string kAll = "direct,ring,tree,recursive_doubling,rabenseifner,hierarchical";
+const std::string kAll =
+    "direct,ring,tree,recursive_doubling,rabenseifner,hierarchical,pairwise,dissemination";
 
 TEST(Selection, NamesRoundTrip) {
   for (Collective c : kCollectives) {
@@ -79,7 +80,8 @@ TEST(Selection, ListAndExclusion) {
   }
   const Selection x = Selection::parse("^tree,direct", "simple");
   for (Collective c : kCollectives) {
-    EXPECT_EQ(allowed(x, c), "ring,recursive_doubling,rabenseifner,hierarchical");
+    EXPECT_EQ(allowed(x, c),
+              "ring,recursive_doubling,rabenseifner,hierarchical,pairwise,dissemination");
     EXPECT_EQ(allowed_protocols(x, c), "Simple");
   }
 }
@@ -88,7 +90,7 @@ TEST(Selection, CaseAndBlanksDoNotMatter) {
   const Selection s = Selection::parse(" AllReduce : TREE , Ring ; broadcast:^ Tree ;", "\tll ");
   EXPECT_EQ(allowed(s, Collective::AllReduce), "ring,tree");
   EXPECT_EQ(allowed(s, Collective::Broadcast),
-            "direct,ring,recursive_doubling,rabenseifner,hierarchical");
+            "direct,ring,recursive_doubling,rabenseifner,hierarchical,pairwise,dissemination");
   EXPECT_EQ(allowed_protocols(s, Collective::AllGather), "LL");
 }
 
@@ -96,18 +98,20 @@ TEST(Selection, PerCollectiveEntries) {
   const Selection s = Selection::parse("allreduce:tree,ring;broadcast:^tree", "");
   EXPECT_EQ(allowed(s, Collective::AllReduce), "ring,tree");
   EXPECT_EQ(allowed(s, Collective::Broadcast),
-            "direct,ring,recursive_doubling,rabenseifner,hierarchical");
+            "direct,ring,recursive_doubling,rabenseifner,hierarchical,pairwise,dissemination");
   // Not named and no default entry: unrestricted.
   EXPECT_EQ(allowed(s, Collective::Reduce), kAll);
   EXPECT_EQ(allowed(s, Collective::AllGather), kAll);
   EXPECT_EQ(allowed(s, Collective::ReduceScatter), kAll);
+  EXPECT_EQ(allowed(s, Collective::AlltoAll), kAll);
+  EXPECT_EQ(allowed(s, Collective::Barrier), kAll);
 }
 
 TEST(Selection, FirstEntryWithoutCollectiveCoversTheOthers) {
   const Selection s = Selection::parse("ring;allreduce:tree;reduce:^ring", "LL;broadcast:simple");
   EXPECT_EQ(allowed(s, Collective::AllReduce), "tree");
   EXPECT_EQ(allowed(s, Collective::Reduce),
-            "direct,tree,recursive_doubling,rabenseifner,hierarchical");
+            "direct,tree,recursive_doubling,rabenseifner,hierarchical,pairwise,dissemination");
   EXPECT_EQ(allowed(s, Collective::Broadcast), "ring");
   EXPECT_EQ(allowed(s, Collective::AllGather), "ring");
   EXPECT_EQ(allowed_protocols(s, Collective::Broadcast), "Simple");
@@ -127,10 +131,11 @@ TEST(Selection, ErrorsNameTheVariableTheTokenAndTheValidNames) {
   EXPECT_NE(message.find("'LL256'"), std::string::npos) << message;
   EXPECT_NE(message.find("Simple"), std::string::npos) << message;
 
-  std::tie(code, message) = error_of([] { Selection::parse("alltoall:ring", ""); });
+  std::tie(code, message) = error_of([] { Selection::parse("gather:ring", ""); });
   EXPECT_EQ(code, cclInvalidUsage);
-  EXPECT_NE(message.find("'alltoall'"), std::string::npos) << message;
+  EXPECT_NE(message.find("'gather'"), std::string::npos) << message;
   EXPECT_NE(message.find("reducescatter"), std::string::npos) << message;
+  EXPECT_NE(message.find("barrier"), std::string::npos) << message;
 }
 
 TEST(Selection, MalformedValuesAreRejected) {
