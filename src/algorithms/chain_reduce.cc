@@ -1,7 +1,7 @@
 #include "algorithms/chain_reduce.h"
 
 #include "algorithms/ring_place.h"
-#include "core/error.h"
+#include "base/error.h"
 
 namespace ccl::algo {
 

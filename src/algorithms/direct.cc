@@ -6,7 +6,7 @@
 #include <cstring>
 #include <string>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace ccl::algo {
 

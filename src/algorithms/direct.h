@@ -26,7 +26,7 @@
 #include <cstdint>
 
 #include "algorithms/executor.h"
-#include "core/deadline.h"
+#include "base/deadline.h"
 #include "transport/shared_window.h"
 
 namespace ccl::algo {

@@ -4,8 +4,8 @@
 
 #include <cstring>
 
-#include "core/error.h"
-#include "core/log.h"
+#include "base/error.h"
+#include "base/log.h"
 
 namespace ccl::algo {
 

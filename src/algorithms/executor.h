@@ -15,8 +15,8 @@
 
 #include "algorithms/reduce/reduce.h"
 #include "algorithms/schedule.h"
-#include "core/deadline.h"
-#include "core/error.h"
+#include "base/deadline.h"
+#include "base/error.h"
 #include "transport/transport.h"
 
 namespace ccl::algo {

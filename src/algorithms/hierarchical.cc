@@ -3,7 +3,7 @@
 #include <vector>
 
 #include "algorithms/ring_place.h"
-#include "core/error.h"
+#include "base/error.h"
 
 namespace ccl::algo {
 

@@ -7,7 +7,7 @@
 #include <cstddef>
 
 #include "algorithms/schedule.h"
-#include "core/error.h"
+#include "base/error.h"
 
 namespace ccl::algo {
 

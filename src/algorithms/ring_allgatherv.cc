@@ -4,7 +4,7 @@
 
 #include "algorithms/ring.h"
 #include "algorithms/ring_place.h"
-#include "core/error.h"
+#include "base/error.h"
 
 namespace ccl::algo {
 

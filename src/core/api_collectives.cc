@@ -6,7 +6,7 @@
 
 #include "algorithms/reduce/reduce.h"
 #include "core/api_guard.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "core/group.h"
 #include "core/stream.h"
 

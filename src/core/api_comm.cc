@@ -4,10 +4,10 @@
 #include "core/api_guard.h"
 #include "core/bootstrap/tcp_store.h"
 #include "core/bootstrap/unique_id.h"
-#include "core/config.h"
-#include "core/error.h"
+#include "base/config.h"
+#include "base/error.h"
 #include "core/launcher_env.h"
-#include "core/log.h"
+#include "base/log.h"
 
 using namespace ccl;
 

@@ -3,8 +3,8 @@
 #include <new>
 
 #include "algorithms/reduce/reduce.h"
-#include "core/error.h"
-#include "core/log.h"
+#include "base/error.h"
+#include "base/log.h"
 
 namespace ccl {
 

@@ -1,6 +1,6 @@
 // cclMemAlloc / cclMemFree: registered host memory (transport/shm/registered_memory.h).
 #include "core/api_guard.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "transport/shm/registered_memory.h"
 
 using namespace ccl;

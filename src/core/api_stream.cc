@@ -1,5 +1,5 @@
 #include "core/api_guard.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "core/stream.h"
 
 using namespace ccl;

@@ -6,9 +6,9 @@
 
 #include <cstdio>
 
-#include "core/config.h"
-#include "core/error.h"
-#include "core/log.h"
+#include "base/config.h"
+#include "base/error.h"
+#include "base/log.h"
 #include "core/signal_dump.h"
 #include "core/stream.h"
 #include "topology/host_id.h"

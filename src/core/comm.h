@@ -24,7 +24,7 @@
 #include "ccl/ccl.h"
 #include "core/bootstrap/store.h"
 #include "core/comm_layout.h"
-#include "core/deadline.h"
+#include "base/deadline.h"
 #include "core/flight_recorder.h"
 #include "core/op_check.h"
 #include "core/reduction_ops.h"

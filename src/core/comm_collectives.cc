@@ -14,8 +14,8 @@
 #include "algorithms/ring.h"
 #include "algorithms/tree_rooted.h"
 #include "core/comm.h"
-#include "core/error.h"
-#include "core/log.h"
+#include "base/error.h"
+#include "base/log.h"
 #include "core/tuning/registry.h"
 
 namespace ccl {

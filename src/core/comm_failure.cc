@@ -7,8 +7,8 @@
 #include <thread>
 
 #include "core/comm.h"
-#include "core/error.h"
-#include "core/log.h"
+#include "base/error.h"
+#include "base/log.h"
 #include "core/stream.h"
 
 namespace ccl {

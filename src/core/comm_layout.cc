@@ -4,8 +4,8 @@
 #include <map>
 #include <numeric>
 
-#include "core/error.h"
-#include "core/log.h"
+#include "base/error.h"
+#include "base/log.h"
 #include "topology/hwloc_discovery.h"
 #include "topology/topology_xml.h"
 

@@ -11,8 +11,8 @@
 #include "core/bootstrap/tcp_store.h"
 #include "core/bootstrap/unique_id.h"
 #include "core/comm.h"
-#include "core/error.h"
-#include "core/log.h"
+#include "base/error.h"
+#include "base/log.h"
 #include "transport/loopback/loopback_transport.h"
 
 namespace ccl {

@@ -22,9 +22,9 @@
 #include "algorithms/reduce/reduce.h"
 #include "algorithms/ring.h"
 #include "core/comm.h"
-#include "core/config.h"
-#include "core/error.h"
-#include "core/log.h"
+#include "base/config.h"
+#include "base/error.h"
+#include "base/log.h"
 
 namespace ccl {
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "algorithms/reduce/reduce.h"
-#include "core/log.h"
+#include "base/log.h"
 #include "core/signal_dump.h"
 
 namespace ccl {

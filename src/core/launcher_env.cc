@@ -9,8 +9,8 @@
 #include <cstdlib>
 #include <limits>
 
-#include "core/error.h"
-#include "core/log.h"
+#include "base/error.h"
+#include "base/log.h"
 
 namespace ccl {
 

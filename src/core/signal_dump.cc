@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "core/flight_recorder.h"
-#include "core/log.h"
+#include "base/log.h"
 
 namespace ccl {
 

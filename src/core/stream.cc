@@ -1,7 +1,7 @@
 #include "core/stream.h"
 
-#include "core/config.h"
-#include "core/error.h"
+#include "base/config.h"
+#include "base/error.h"
 
 namespace {
 // How long an idle worker polls for new work (yielding its core) before it sleeps: CCL_YIELD_US,

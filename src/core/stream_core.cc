@@ -2,7 +2,7 @@
 
 #include <thread>
 
-#include "core/config.h"
+#include "base/config.h"
 
 namespace ccl {
 

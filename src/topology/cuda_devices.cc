@@ -6,7 +6,7 @@
 #include <cctype>
 #include <cstdio>
 
-#include "core/log.h"
+#include "base/log.h"
 
 namespace ccl::topo {
 

@@ -4,7 +4,7 @@
 
 #include <fstream>
 
-#include "core/config.h"
+#include "base/config.h"
 
 namespace ccl {
 

@@ -18,8 +18,8 @@
 #include <hwloc.h>
 #endif
 
-#include "core/error.h"
-#include "core/log.h"
+#include "base/error.h"
+#include "base/log.h"
 #include "topology/cuda_devices.h"
 #include "topology/nvml_links.h"
 #include "topology/xml_error_guard.h"

@@ -7,7 +7,7 @@
 #include <map>
 #include <utility>
 
-#include "core/log.h"
+#include "base/log.h"
 #include "topology/cuda_devices.h"
 
 namespace ccl::topo {

@@ -7,7 +7,7 @@
 #include <numeric>
 #include <tuple>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "topology/paths.h"
 
 namespace ccl::topo {

@@ -7,7 +7,7 @@
 #include <limits>
 #include <vector>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace ccl::topo {
 

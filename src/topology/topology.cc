@@ -3,7 +3,7 @@
 #include <array>
 #include <utility>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace ccl::topo {
 

@@ -7,9 +7,9 @@
 #include <cstdio>
 #include <memory>
 
-#include "core/config.h"
-#include "core/error.h"
-#include "core/log.h"
+#include "base/config.h"
+#include "base/error.h"
+#include "base/log.h"
 #include "topology/hwloc_discovery.h"
 
 namespace ccl::topo {

@@ -15,7 +15,7 @@
 #include <mutex>
 #include <sstream>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "topology/hwloc_discovery.h"
 #include "topology/topology_xml.h"
 #include "topology/xml_error_guard.h"

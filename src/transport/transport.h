@@ -27,7 +27,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/deadline.h"
+#include "base/deadline.h"
 
 namespace ccl {
 class Store;

@@ -1,6 +1,6 @@
 // CCL_ALGO and CCL_PROTO (core/tuning/algo_selection.h) from arbitrary text: "algo\nproto", each
 // up to the first NUL as the environment holds it. Bad syntax is InvalidUsage, nothing else.
-#include "core/error.h"
+#include "base/error.h"
 #include "core/tuning/algo_selection.h"
 #include "fuzz_check.h"
 

@@ -2,7 +2,7 @@
 // and locality key ("0.2.1", core/comm_layout.h decode_locality), from which every rank builds the
 // same CommLayout. Input: one "host locality" line per rank (at most 64 ranks).
 #include "core/comm_layout.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "fuzz_check.h"
 
 using namespace ccl;

@@ -1,11 +1,11 @@
-// The syntax of CCL_* values (core/config.h): integers, byte sizes with K/M/G suffixes and
+// The syntax of CCL_* values (base/config.h): integers, byte sizes with K/M/G suffixes and
 // booleans, as config_int and config_bool read them from the environment, and the interface
 // filter of CCL_SOCKET_IFNAME (core/bootstrap/socket.h). Input: a value (up to the first NUL, as
 // the environment holds it); for the filter, "filter\nname".
 #include <cinttypes>
 
 #include "core/bootstrap/socket.h"
-#include "core/config.h"
+#include "base/config.h"
 #include "fuzz_check.h"
 
 using namespace ccl;

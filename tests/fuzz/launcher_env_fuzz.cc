@@ -3,7 +3,7 @@
 // "NAME=value" lines, the environment the lookup sees (a later line for a name wins).
 #include <map>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/launcher_env.h"
 #include "fuzz_check.h"
 

@@ -5,7 +5,7 @@
 // also tried as the "host:port token" value a rank publishes in the store.
 #include <cstring>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "fuzz_check.h"
 #include "transport/tcp/tcp_handshake.h"
 

@@ -4,7 +4,7 @@
 // topology_xml_fuzz covers ccl's format in depth; the seeds here are mostly hwloc exports.
 #include <cstring>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "fuzz_check.h"
 #include "topology/hwloc_discovery.h"
 #include "topology/topology_xml.h"

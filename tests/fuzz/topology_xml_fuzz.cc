@@ -2,7 +2,7 @@
 // ccl-topo --file read files users write by hand. A topology that parses is then used as the
 // library uses one (device lists, ring and tree orders, locality keys, path classes), and must
 // survive a write-read round trip unchanged.
-#include "core/error.h"
+#include "base/error.h"
 #include "fuzz_check.h"
 #include "topology/orders.h"
 #include "topology/paths.h"

@@ -3,7 +3,7 @@
 // format_figures and reading that back gives the same doubles.
 #include <cstring>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/tuning/tuner.h"
 #include "fuzz_check.h"
 

@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "core/bootstrap/unique_id.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "fuzz_check.h"
 
 using namespace ccl;

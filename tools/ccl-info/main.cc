@@ -3,7 +3,7 @@
 // The version comes from the library at run time (cclGetVersion), not only from the header this
 // tool was compiled with: a program that picks up another libccl.so than the one its header
 // belongs to is the case this tool exists to show. The variables come from the one registry,
-// src/core/config_table.cc (DESIGN.md principle 4), compiled into this tool (see CMakeLists.txt).
+// src/base/config_table.cc (DESIGN.md principle 4), compiled into this tool (see CMakeLists.txt).
 #include <dlfcn.h>
 
 #include <cstdio>
@@ -12,7 +12,7 @@
 #include <string>
 
 #include "ccl/ccl.h"
-#include "core/config.h"
+#include "base/config.h"
 
 namespace {
 

@@ -2,7 +2,7 @@
 #include <cpuid.h>
 
 #include "algorithms/reduce/kernel_table.h"
-#include "core/error.h"
+#include "base/error.h"
 
 namespace ccl::reduce {
 namespace {

@@ -14,8 +14,8 @@
 #include <cstring>
 #include <thread>
 
-#include "core/error.h"
-#include "core/log.h"
+#include "base/error.h"
+#include "base/log.h"
 
 namespace ccl {
 

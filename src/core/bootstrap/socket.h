@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "core/deadline.h"
+#include "base/deadline.h"
 
 namespace ccl {
 

@@ -12,7 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/deadline.h"
+#include "base/deadline.h"
 
 namespace ccl {
 

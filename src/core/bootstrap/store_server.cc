@@ -21,8 +21,8 @@
 #include <cstring>
 
 #include "core/bootstrap/store_server_impl.h"
-#include "core/error.h"
-#include "core/log.h"
+#include "base/error.h"
+#include "base/log.h"
 
 namespace ccl {
 

@@ -7,9 +7,9 @@
 #include <unistd.h>
 
 #include "core/bootstrap/store_protocol.h"
-#include "core/config.h"
-#include "core/error.h"
-#include "core/log.h"
+#include "base/config.h"
+#include "base/error.h"
+#include "base/log.h"
 
 namespace ccl {
 

@@ -9,7 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace ccl {
 

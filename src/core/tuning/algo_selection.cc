@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace ccl::tune {
 

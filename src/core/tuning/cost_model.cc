@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "algorithms/double_binary_tree.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "core/tuning/registry.h"
 
 namespace ccl::tune {

@@ -18,7 +18,7 @@
 
 #include "algorithms/executor.h"
 #include "algorithms/schedule.h"
-#include "core/deadline.h"
+#include "base/deadline.h"
 #include "core/tuning/cost_model.h"
 
 namespace ccl::algo {

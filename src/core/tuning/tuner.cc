@@ -8,7 +8,7 @@
 #include <fstream>
 #include <string_view>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/tuning/registry.h"
 
 namespace ccl::tune {

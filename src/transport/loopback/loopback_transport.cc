@@ -6,7 +6,7 @@
 #include <mutex>
 #include <vector>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "transport/failure_notice.h"
 
 namespace ccl::transport {

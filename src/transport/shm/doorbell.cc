@@ -8,7 +8,7 @@
 #include <cerrno>
 #include <climits>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace ccl::transport::shm {
 

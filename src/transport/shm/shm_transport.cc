@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "core/bootstrap/store.h"
-#include "core/config.h"
-#include "core/error.h"
-#include "core/log.h"
+#include "base/config.h"
+#include "base/error.h"
+#include "base/log.h"
 #include "transport/shm/doorbell.h"
 #include "transport/shm/peer_failures.h"
 #include "transport/shm/peer_liveness.h"

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "transport/shm/doorbell.h"
 
 namespace ccl::transport::shm {

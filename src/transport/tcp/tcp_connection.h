@@ -15,7 +15,7 @@
 
 #include "ccl/ccl.h"
 #include "core/bootstrap/socket.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "transport/failure_notice.h"
 #include "transport/tcp/tcp_wire.h"
 #include "transport/transport.h"

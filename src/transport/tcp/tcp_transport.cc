@@ -8,8 +8,8 @@
 #include <algorithm>
 #include <map>
 
-#include "core/error.h"
-#include "core/log.h"
+#include "base/error.h"
+#include "base/log.h"
 #include "transport/failure_notice.h"
 #include "transport/tcp/tcp_connection.h"
 #include "transport/tcp/tcp_handshake.h"

@@ -6,7 +6,7 @@
 
 #include <tuple>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "schedule_verifier.h"
 #include "test_util.h"
 

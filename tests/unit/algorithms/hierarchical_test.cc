@@ -11,7 +11,7 @@
 #include <random>
 #include <vector>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "numeric_run.h"
 #include "schedule_verifier.h"
 #include "test_util.h"

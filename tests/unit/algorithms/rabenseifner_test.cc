@@ -9,7 +9,7 @@
 #include <cstring>
 #include <vector>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "numeric_run.h"
 #include "schedule_verifier.h"
 #include "test_util.h"

@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "schedule_verifier.h"
 #include "test_util.h"
 

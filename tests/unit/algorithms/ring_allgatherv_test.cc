@@ -8,7 +8,7 @@
 #include <tuple>
 
 #include "algorithms/ring.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "schedule_verifier.h"
 #include "test_util.h"
 

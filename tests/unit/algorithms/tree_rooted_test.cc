@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "algorithms/double_binary_tree.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "numeric_run.h"
 #include "schedule_verifier.h"
 #include "test_util.h"

@@ -19,7 +19,7 @@
 #include "core/bootstrap/store_protocol.h"
 #include "core/bootstrap/store_server_impl.h"
 #include "core/bootstrap/tcp_store.h"
-#include "core/error.h"
+#include "base/error.h"
 
 namespace ccl {
 namespace {

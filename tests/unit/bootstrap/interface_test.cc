@@ -6,7 +6,7 @@
 #include <string>
 
 #include "core/bootstrap/socket.h"
-#include "core/error.h"
+#include "base/error.h"
 
 namespace ccl {
 namespace {

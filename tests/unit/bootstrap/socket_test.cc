@@ -8,7 +8,7 @@
 #include <functional>
 #include <thread>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace ccl {
 namespace {

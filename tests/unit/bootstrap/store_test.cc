@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "core/bootstrap/tcp_store.h"
-#include "core/error.h"
+#include "base/error.h"
 
 namespace ccl {
 namespace {

@@ -13,7 +13,7 @@
 #include "algorithms/reduce/reduce.h"
 #include "core/bootstrap/store.h"
 #include "core/comm.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "expected_values.h"
 #include "loopback_ranks.h"
 #include "transport/loopback/loopback_transport.h"

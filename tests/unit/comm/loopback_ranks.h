@@ -11,7 +11,7 @@
 
 #include "core/bootstrap/store.h"
 #include "core/comm.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "transport/loopback/loopback_transport.h"
 
 namespace ccl::testing {

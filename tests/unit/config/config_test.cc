@@ -1,5 +1,5 @@
 // The config registry: parsers, lookups, defaults and the errors a bad value gives.
-#include "core/config.h"
+#include "base/config.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -7,7 +7,7 @@
 #include <set>
 #include <string>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace ccl {
 namespace {

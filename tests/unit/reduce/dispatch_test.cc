@@ -9,7 +9,7 @@
 
 #include "algorithms/reduce/kernel_table.h"
 #include "algorithms/reduce/reduce.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "reference.h"
 #include "test_data.h"
 

@@ -21,7 +21,7 @@
 #endif
 
 #include "../support/temp_file.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "topology/cuda_devices.h"
 #include "topology/nvml_links.h"
 #include "topology/topology_xml.h"

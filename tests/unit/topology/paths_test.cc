@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "sample_topologies.h"
 #include "topology/topology_xml.h"
 

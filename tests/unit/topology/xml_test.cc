@@ -10,7 +10,7 @@
 #include <sstream>
 #include <string>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "topology/topology.h"
 #include "topology/topology_xml.h"
 

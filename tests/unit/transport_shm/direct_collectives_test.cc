@@ -15,7 +15,7 @@
 
 #include "algorithms/direct.h"
 #include "algorithms/reduce/reduce.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "shm_harness.h"
 #include "transport/shm/registered_memory.h"
 

@@ -6,7 +6,7 @@
 #include <chrono>
 #include <thread>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "shm_harness.h"
 
 namespace ccl::test {

@@ -8,7 +8,7 @@
 #include <random>
 #include <thread>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "shm_harness.h"
 #include "transport/shm/shm_layout.h"
 #include "transport/shm/shm_segment.h"

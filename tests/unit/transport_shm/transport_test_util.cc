@@ -15,7 +15,7 @@
 #include <sstream>
 #include <thread>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace ccl::test {
 

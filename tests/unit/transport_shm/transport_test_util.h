@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "core/bootstrap/store.h"
-#include "core/deadline.h"
+#include "base/deadline.h"
 #include "transport/transport.h"
 
 namespace ccl::test {

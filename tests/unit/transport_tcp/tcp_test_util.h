@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "core/bootstrap/store.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "transport/tcp/tcp_transport.h"
 #include "transport/transport.h"
 

@@ -4,7 +4,7 @@
 #include <string>
 #include <utility>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/tuning/cost_model.h"
 
 namespace ccl::tune::test {

@@ -1,4 +1,4 @@
-#include "core/config.h"
+#include "base/config.h"
 
 #include <strings.h>
 
@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace ccl {
 

@@ -1,5 +1,5 @@
 // Every CCL_* variable, declared once. `ccl-info --env` prints this table.
-#include "core/config.h"
+#include "base/config.h"
 
 namespace ccl {
 

@@ -1,4 +1,4 @@
-#include "core/log.h"
+#include "base/log.h"
 
 #include <strings.h>
 #include <sys/syscall.h>
@@ -10,7 +10,7 @@
 #include <mutex>
 #include <string>
 
-#include "core/config.h"
+#include "base/config.h"
 
 namespace ccl {
 
