@@ -118,11 +118,11 @@ void DirectCollectives::all_reduce(const void* input, void* output, size_t count
   std::byte* mine = window_->mailbox(me, p, bytes);
 
   if (one_shot || bytes <= transport::SharedWindow::kInlineBytes || n == 1) {
-    memcpy(mine, in, bytes);
+    kernels_->copy(mine, in, bytes);
     window_->publish(p, mark(s, 0));
     await_all(p, mark(s, 0), deadline, what);
     if (n == 1) {
-      memcpy(out, mine, bytes);
+      kernels_->copy(out, mine, bytes);
     } else {
       reduce_range(out, 0, count, p, bytes, own_contribution(in, out, mine), op);
     }
@@ -134,9 +134,9 @@ void DirectCollectives::all_reduce(const void* input, void* output, size_t count
   // Two-shot. The others read only their own chunks of our mailbox: copy just those.
   const size_t lo = chunk_start(count, es, n, me);
   const size_t hi = chunk_start(count, es, n, me + 1);
-  memcpy(mine, in, lo * es);
-  memcpy(mine + hi * es, in + hi * es, (count - hi) * es);
-  if (in == out && me >= 2) memcpy(mine + lo * es, in + lo * es, (hi - lo) * es);
+  kernels_->copy(mine, in, lo * es);
+  kernels_->copy(mine + hi * es, in + hi * es, (count - hi) * es);
+  if (in == out && me >= 2) kernels_->copy(mine + lo * es, in + lo * es, (hi - lo) * es);
   const std::byte* own = own_contribution(in, out, mine) + lo * es;
   window_->publish(p, mark(s, 0));
   await_all(p, mark(s, 0), deadline, what);
@@ -145,7 +145,7 @@ void DirectCollectives::all_reduce(const void* input, void* output, size_t count
   if (hi > lo) {
     reduce_range(out + lo * es, lo, hi - lo, p, bytes, own, op);
     if (op.divide != nullptr) op.divide(out + lo * es, hi - lo, op.divisor);
-    memcpy(mine + lo * es, out + lo * es, (hi - lo) * es);
+    kernels_->copy(mine + lo * es, out + lo * es, (hi - lo) * es);
   }
   window_->publish(p, mark(s, 1));
   for (int i = 1; i < n; ++i) {
@@ -154,7 +154,7 @@ void DirectCollectives::all_reduce(const void* input, void* output, size_t count
     const size_t rhi = chunk_start(count, es, n, r + 1);
     await(r, p, mark(s, 1), deadline, what);
     if (rhi > rlo) {
-      memcpy(out + rlo * es, window_->mailbox(r, p, bytes) + rlo * es, (rhi - rlo) * es);
+      kernels_->copy(out + rlo * es, window_->mailbox(r, p, bytes) + rlo * es, (rhi - rlo) * es);
     }
   }
   window_->flush();
@@ -167,7 +167,7 @@ void DirectCollectives::broadcast(const void* input, void* output, size_t bytes,
   if (window_->rank() == root) {
     // Receivers may sleep: one fence per piece is nothing next to its copy.
     put_pieces(box, static_cast<const std::byte*>(input), bytes, p, 0, /*flush_each=*/true);
-    if (output != input) memcpy(output, input, bytes);
+    if (output != input) kernels_->copy(output, input, bytes);
     return;
   }
   get_pieces(static_cast<std::byte*>(output), root, box, bytes, p, 0, deadline, what);
@@ -182,7 +182,7 @@ size_t DirectCollectives::pieces_of(size_t bytes) {
 void DirectCollectives::put_pieces(std::byte* box, const std::byte* src, size_t bytes,
                                    unsigned parity, uint64_t first_step, bool flush_each) {
   for (size_t k = 0, at = 0; at < bytes; ++k, at += kBroadcastPiece) {
-    memcpy(box + at, src + at, std::min(kBroadcastPiece, bytes - at));
+    kernels_->copy(box + at, src + at, std::min(kBroadcastPiece, bytes - at));
     window_->publish(parity, mark(sequence_, first_step + k + 1));
     if (flush_each) window_->flush();
   }
@@ -193,7 +193,7 @@ void DirectCollectives::get_pieces(std::byte* dst, int rank, const std::byte* bo
                                    const OpLabel& what) {
   for (size_t k = 0, at = 0; at < bytes; ++k, at += kBroadcastPiece) {
     await(rank, parity, mark(sequence_, first_step + k + 1), deadline, what);
-    memcpy(dst + at, box + at, std::min(kBroadcastPiece, bytes - at));
+    kernels_->copy(dst + at, box + at, std::min(kBroadcastPiece, bytes - at));
   }
 }
 
@@ -208,7 +208,7 @@ void DirectCollectives::all_gather(const void* input, void* output, size_t bytes
   window_->flush();  // a peer may be asleep waiting for our pieces
   // Our own block meanwhile: the peers are still publishing theirs.
   std::byte* own = out + static_cast<size_t>(me) * bytes;
-  if (own != in) memcpy(own, in, bytes);
+  if (own != in) kernels_->copy(own, in, bytes);
   for (int i = 1; i < n; ++i) {
     const int r = (me + i) % n;  // start at different ranks: spread the readers
     get_pieces(out + static_cast<size_t>(r) * bytes, r, window_->mailbox(r, p, bytes), bytes, p, 0,
@@ -235,7 +235,7 @@ void DirectCollectives::all_to_all(const void* input, void* output, size_t bytes
   }
   window_->flush();  // a peer may be asleep waiting for our pieces
   const size_t own = static_cast<size_t>(me) * bytes;
-  if (in != out) memcpy(out + own, in + own, bytes);
+  if (in != out) kernels_->copy(out + own, in + own, bytes);
   for (int j = 1; j < n; ++j) {
     const int r = (me - j + n) % n;  // the rank whose j-th block is ours: first published first
     get_pieces(out + static_cast<size_t>(r) * bytes, r, window_->mailbox(r, p, total) + own, bytes,
@@ -253,7 +253,7 @@ bool DirectCollectives::broadcast_registered(const void* input, void* output, si
   const bool is_root = me == root;
   auto offer_of = [&](int r) {
     RegisteredOffer o;
-    memcpy(&o, window_->mailbox(r, p, sizeof(RegisteredOffer)), sizeof(o));
+    kernels_->copy(&o, window_->mailbox(r, p, sizeof(RegisteredOffer)), sizeof(o));
     return o;
   };
   auto* mine = window_->mailbox(me, p, sizeof(RegisteredOffer));
@@ -261,7 +261,7 @@ bool DirectCollectives::broadcast_registered(const void* input, void* output, si
   // 1. Who is registered.
   RegisteredOffer offer{};
   offer.registered = window_->describe(is_root ? input : output, bytes, &offer.region) ? 1 : 0;
-  memcpy(mine, &offer, sizeof(offer));
+  kernels_->copy(mine, &offer, sizeof(offer));
   window_->publish(p, mark(s, 0));
   await_all(p, mark(s, 0), deadline, what);
   const RegisteredOffer from_root = offer_of(root);
@@ -285,7 +285,7 @@ bool DirectCollectives::broadcast_registered(const void* input, void* output, si
       if (helped[r] != nullptr) status |= uint64_t{1} << r;
     }
   }
-  memcpy(mine + offsetof(RegisteredOffer, status), &status, sizeof(status));
+  kernels_->copy(mine + offsetof(RegisteredOffer, status), &status, sizeof(status));
   window_->publish(p, mark(s, 1));
   await_all(p, mark(s, 1), deadline, what);
   for (int r = 0; r < n; ++r) {
@@ -301,12 +301,12 @@ bool DirectCollectives::broadcast_registered(const void* input, void* output, si
   //    the receivers it helped that their output is complete.
   if (is_root) {
     for (int r = 0; r < n; ++r) {
-      if (root_helps & (uint64_t{1} << r)) memcpy(helped[r], input, share);
+      if (root_helps & (uint64_t{1} << r)) kernels_->copy(helped[r], input, share);
     }
-    if (output != input) memcpy(output, input, bytes);
+    if (output != input) kernels_->copy(output, input, bytes);
   } else {
     const size_t from = (root_helps & (uint64_t{1} << me)) ? share : 0;
-    memcpy(static_cast<std::byte*>(output) + from, source + from, bytes - from);
+    kernels_->copy(static_cast<std::byte*>(output) + from, source + from, bytes - from);
   }
   window_->publish(p, mark(s, 2));
   if (is_root) {

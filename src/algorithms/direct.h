@@ -26,6 +26,7 @@
 #include <cstdint>
 
 #include "algorithms/executor.h"
+#include "algorithms/memory_kernels.h"
 #include "base/deadline.h"
 #include "transport/shared_window.h"
 
@@ -98,6 +99,9 @@ class DirectCollectives {
                     const std::byte* own, const ExecOp& op);
 
   transport::SharedWindow* window_;
+  // Every byte moved here goes through the host row of the kernel table (memory_kernels.h): the
+  // window is host memory, and the registry offers the direct entries only for host buffers.
+  const MemoryKernels* kernels_ = kernels_for(MemoryKind::Host);
   WaitPolicy policy_;
   const AbortFlag* abort_;
   uint64_t sequence_ = 0;

@@ -1,0 +1,59 @@
+#include "algorithms/memory_kernels.h"
+
+#include <cstring>
+
+namespace ccl::algo {
+
+namespace {
+
+void host_copy(void* dst, const void* src, size_t bytes) {
+  if (bytes != 0) std::memcpy(dst, src, bytes);
+}
+void host_move(void* dst, const void* src, size_t bytes) {
+  if (bytes != 0 && dst != src) std::memmove(dst, src, bytes);
+}
+
+// Registered host memory is host memory the other ranks can also map: the same kernels.
+constexpr MemoryKernels kHost{
+    MemoryKind::Host,      host_copy,           host_move, reduce::reduce_kernel,
+    reduce::divide_kernel, reduce::scale_kernel};
+constexpr MemoryKernels kRegisteredHost{
+    MemoryKind::RegisteredHost, host_copy,           host_move, reduce::reduce_kernel,
+    reduce::divide_kernel,      reduce::scale_kernel};
+
+bool is_host(MemoryKind kind) {
+  return kind == MemoryKind::Host || kind == MemoryKind::RegisteredHost;
+}
+
+}  // namespace
+
+const char* memory_kind_name(MemoryKind kind) {
+  switch (kind) {
+    case MemoryKind::Host:
+      return "host";
+    case MemoryKind::RegisteredHost:
+      return "registered host";
+    case MemoryKind::CudaDevice:
+      return "cuda device";
+  }
+  return "?";
+}
+
+const MemoryKernels* kernels_for(MemoryKind kind) {
+  switch (kind) {
+    case MemoryKind::Host:
+      return &kHost;
+    case MemoryKind::RegisteredHost:
+      return &kRegisteredHost;
+    case MemoryKind::CudaDevice:
+      return nullptr;
+  }
+  return nullptr;
+}
+
+const MemoryKernels* kernels_for(MemoryKind a, MemoryKind b) {
+  if (is_host(a) && is_host(b)) return a == b ? kernels_for(a) : &kHost;
+  return a == b ? kernels_for(a) : nullptr;
+}
+
+}  // namespace ccl::algo

@@ -1,0 +1,43 @@
+// Memory kinds and the one table of data kernels per kind (DESIGN.md "Memory kinds").
+//
+// Every buffer of a call has a kind, resolved once per call by the communicator
+// (Communicator::kernels_for_call): plain host memory, or host memory registered with cclMemAlloc
+// (the other ranks of the host can map it). Later, CUDA device memory gets its own row, with
+// device copies and reduction kernels. Everything the executor and the direct collectives copy,
+// move, reduce, divide or scale goes through the row of the call's kind: neither calls memcpy or
+// memmove of its own (tests/layering/check_kernels.py checks), so a new kind is one new row.
+// The host rows share the per-ISA reduction tables of algorithms/reduce/ (the seam for them).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "algorithms/reduce/reduce.h"
+#include "ccl/ccl.h"
+
+namespace ccl::algo {
+
+enum class MemoryKind : uint8_t {
+  Host,            // malloc'd, stack, anything the process addresses
+  RegisteredHost,  // from cclMemAlloc: a memfd the host's other ranks can map
+  CudaDevice,      // reserved for the CUDA path (no row yet)
+};
+inline constexpr int kNumMemoryKinds = 3;
+const char* memory_kind_name(MemoryKind kind);  // "host", "registered host", "cuda device"
+
+struct MemoryKernels {
+  MemoryKind kind;
+  void (*copy)(void* dst, const void* src, size_t bytes);  // no overlap
+  void (*move)(void* dst, const void* src, size_t bytes);  // may overlap
+  reduce::ReduceFn (*reduce)(cclDataType_t type, cclRedOp_t op);
+  reduce::DivideFn (*divide)(cclDataType_t type);
+  reduce::ScaleFn (*scale)(cclDataType_t type);
+};
+
+// The row of `kind`, or nullptr where this build has none (CudaDevice).
+const MemoryKernels* kernels_for(MemoryKind kind);
+// The row of a call whose buffers have kinds `a` and `b` (the one that can reach both), or
+// nullptr if none can. Two host kinds: the host row.
+const MemoryKernels* kernels_for(MemoryKind a, MemoryKind b);
+
+}  // namespace ccl::algo
