@@ -9,12 +9,14 @@
 #   make tsan-full  the same without the subset
 #   make fuzz       builds the libFuzzer targets with clang (build-fuzz/) and runs each for
 #                   FUZZ_SECONDS
+#   make fuzz-ci    the same targets, each for FUZZ_RUNS inputs from the fixed seed FUZZ_SEED
+#                   (what .ci/run runs: the same inputs on every machine)
 BUILD ?= build
 JOBS ?= $(shell nproc)
 NP ?= 2
 
-.PHONY: deps build run test asan asan-full asan-build tsan tsan-full tsan-build fuzz clean \
-        format
+.PHONY: deps build run test asan asan-full asan-build tsan tsan-full tsan-build fuzz fuzz-ci \
+        fuzz-build clean format
 
 deps:
 	./scripts/install-deps.sh
@@ -60,10 +62,17 @@ tsan-full: tsan-build
 	$(TSAN_CTEST) -E '^Sweep/'
 
 FUZZ_SECONDS ?= 30
-fuzz: deps
+FUZZ_RUNS ?= 5000
+FUZZ_SEED ?= 1
+fuzz-build: deps
 	CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCCL_FUZZ=ON
 	cmake --build build-fuzz -j $(JOBS) --target fuzz_targets
+
+fuzz: fuzz-build
 	tests/fuzz/run_all.sh $(FUZZ_SECONDS) build-fuzz
+
+fuzz-ci: fuzz-build
+	tests/fuzz/run_all.sh --runs $(FUZZ_RUNS) --seed $(FUZZ_SEED) build-fuzz
 
 format:
 	git ls-files '*.cc' '*.h' '*.c' | xargs clang-format -i
