@@ -1,14 +1,22 @@
 # The two commands of the README. Everything else is plain CMake.
-#   make run   installs what is missing, builds Release, runs a 2-rank all_reduce_perf sweep
-#   make test  installs what is missing, builds, runs ctest
-#   make asan  the same suite but the fault-injection trials in an ASan+UBSan build (build-asan/)
-#   make tsan  the unit and integration tests in a TSan build (build-tsan/)
-#   make fuzz  builds the libFuzzer targets with clang (build-fuzz/) and runs each for FUZZ_SECONDS
+#   make run        installs what is missing, builds Release, runs a 2-rank all_reduce_perf sweep
+#   make test       installs what is missing, builds, runs ctest
+#   make asan       the sanitizer subset (cmake/test_subset.cmake: every test but the label
+#                   "exhaustive", a few points of each parameter sweep) but the fault-injection
+#                   trials in an ASan+UBSan build (build-asan/)
+#   make asan-full  the same without the subset: every test but the fault trials
+#   make tsan       the subset's unit and integration tests but perf.* in a TSan build (build-tsan/)
+#   make tsan-full  the same without the subset
+#   make fuzz       builds the libFuzzer targets with clang (build-fuzz/) and runs each for
+#                   FUZZ_SECONDS
+#   make fuzz-ci    the same targets, each for FUZZ_RUNS inputs from the fixed seed FUZZ_SEED
+#                   (what .ci/run runs: the same inputs on every machine)
 BUILD ?= build
 JOBS ?= $(shell nproc)
 NP ?= 2
 
-.PHONY: deps build run test asan tsan fuzz clean format
+.PHONY: deps build run test asan asan-full asan-build tsan tsan-full tsan-build fuzz fuzz-ci \
+        fuzz-build clean format
 
 deps:
 	./scripts/install-deps.sh
@@ -23,22 +31,48 @@ run: build
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 600
 
-asan: deps
+# The tests the sanitizer subset leaves out carry this label (cmake/test_subset.cmake).
+SUBSET_OUT = exhaustive
+ASAN_CTEST = cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j $(JOBS) \
+             --timeout 900
+# The symbolic schedule sweeps (Sweep/) are single-threaded pure functions: nothing for TSan.
+# The subset also leaves out the perf harness (perf.*): its code is single-threaded, and its runs
+# drive the library through the C API as integration.collectives does.
+TSAN_CTEST = cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS) \
+             --timeout 900 -L 'unit|integration'
+
+asan-build: deps
 	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCCL_SANITIZE=address
 	cmake --build build-asan -j $(JOBS)
-	cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j $(JOBS) --timeout 900 -LE fault
 
-tsan: deps
+asan: asan-build
+	$(ASAN_CTEST) -LE 'fault|$(SUBSET_OUT)'
+
+asan-full: asan-build
+	$(ASAN_CTEST) -LE fault
+
+tsan-build: deps
 	cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCCL_SANITIZE=thread
 	cmake --build build-tsan -j $(JOBS)
-	# The symbolic schedule sweeps (Sweep/) are single-threaded pure functions: nothing for TSan.
-	cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS) --timeout 900 -L 'unit|integration' -E '^Sweep/'
+
+tsan: tsan-build
+	$(TSAN_CTEST) -E '^(Sweep/|perf\.)' -LE '$(SUBSET_OUT)'
+
+tsan-full: tsan-build
+	$(TSAN_CTEST) -E '^Sweep/'
 
 FUZZ_SECONDS ?= 30
-fuzz: deps
+FUZZ_RUNS ?= 5000
+FUZZ_SEED ?= 1
+fuzz-build: deps
 	CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCCL_FUZZ=ON
 	cmake --build build-fuzz -j $(JOBS) --target fuzz_targets
+
+fuzz: fuzz-build
 	tests/fuzz/run_all.sh $(FUZZ_SECONDS) build-fuzz
+
+fuzz-ci: fuzz-build
+	tests/fuzz/run_all.sh --runs $(FUZZ_RUNS) --seed $(FUZZ_SEED) build-fuzz
 
 format:
 	git ls-files '*.cc' '*.h' '*.c' | xargs clang-format -i

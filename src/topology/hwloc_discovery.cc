@@ -235,6 +235,8 @@ class Converter {
 
   void set_pci_attrs(int id, const PciAttr& pci, double link_gbps) {
     Node& node = dst_.node(id);
+    // The form topology_xml_read.cc's check_bus_id accepts: the function is one hex digit (hwloc
+    // reads one from its XML, and Linux gives 0-7), not always below 8.
     char bus[32];
     std::snprintf(bus, sizeof(bus), "%04x:%02x:%02x.%x", unsigned(pci.domain), unsigned(pci.bus),
                   unsigned(pci.dev), unsigned(pci.func));

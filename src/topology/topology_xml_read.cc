@@ -185,6 +185,10 @@ class Reader {
   }
 
   // "0000:17:00.0" for a PCI function, "0000:17" for a host bridge (domain of 4 to 8 hex digits).
+  // The syntax is hwloc's pci_busid: the function is one hex digit, 0-f, as hwloc reads it from
+  // its XML and as the converter (hwloc_discovery.cc) writes it. Real functions stop at 7, but a
+  // file that hwloc loads must load again once ccl has saved it; ccl never reads the digits back
+  // as numbers it relies on (canonical_pci_bus_id, for CUDA and NVML, refuses what is not real).
   void check_bus_id(const xmlNode* e, const std::string& text) {
     auto hex_run = [&](size_t at, size_t n) {
       for (size_t i = at; i < at + n; ++i) {
@@ -198,7 +202,7 @@ class Reader {
     const size_t rest = domain + 3;
     if (ok && text.size() != rest) {
       ok = text.size() == rest + 5 && text[rest] == ':' && hex_run(rest + 1, 2) &&
-           text[rest + 3] == '.' && text[rest + 4] >= '0' && text[rest + 4] <= '7';
+           text[rest + 3] == '.' && hex_run(rest + 4, 1);
     }
     if (!ok) fail(e, "bad bus_id '%s' (expected like 0000:17:00.0, or 0000:17)", text.c_str());
   }

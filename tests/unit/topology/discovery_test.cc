@@ -280,6 +280,26 @@ TEST(Discovery, HandWrittenGpuBox) {
   EXPECT_TRUE(topo.links().empty());  // NVLink is never read for a file
 }
 
+// hwloc reads a PCI function as one hex digit, so its XML may hold 0000:80:01.b; the converter
+// keeps that bus id, and what it produced must read back from ccl's format (the topology_file
+// fuzzer found a file that loaded but whose saved form was refused as a "bad bus_id";
+// corpus/topology_file/hwloc_pci_function_b.xml).
+TEST(Discovery, HwlocBusIdsRoundTripThroughCclFormat) {
+  std::string box = kGpuBox;
+  const std::string nvswitch = "pci_busid=\"0000:80:01.0\"";
+  ASSERT_NE(box.find(nvswitch), std::string::npos);
+  box.replace(box.find(nvswitch), nvswitch.size(), "pci_busid=\"0000:80:01.b\"");
+  TempFile file(box);
+  const Topology topo = load_topology_file(file.path());
+  EXPECT_EQ(named(topo, "nvswitch0").bus_id, "0000:80:01.b");
+  const std::string saved = to_xml(topo);
+  const Topology back = from_xml(saved, "saved.xml");
+  EXPECT_EQ(named(back, "nvswitch0").bus_id, "0000:80:01.b");
+  EXPECT_EQ(to_xml(back), saved);
+  // Not a real function: CUDA and NVML matching leave it alone.
+  EXPECT_EQ(canonical_pci_bus_id("0000:80:01.b"), "");
+}
+
 TEST(Discovery, BadHwlocXml) {
   auto expect_rejected = [](const std::string& path, const std::string& why) {
     try {

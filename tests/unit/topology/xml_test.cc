@@ -164,6 +164,8 @@ TEST(TopologyXml, RoundTripOfUnusualValues) {
   t.node(hb).bus_id = "10000:3a";
   const int gpu = t.add_node(NodeType::Gpu, hb, "g\xc3\xa9");  // UTF-8
   t.node(gpu).bus_id = "10000:3b:1f.7";
+  const int nic = t.add_node(NodeType::Nic, hb, "n");
+  t.node(nic).bus_id = "0000:3c:01.b";  // hwloc's XML allows a function up to f
   t.node(gpu).vendor = 0xffff;
   t.node(gpu).device = 0x1;
   t.node(gpu).pci_class = 0x030200;
@@ -237,6 +239,12 @@ TEST(TopologyXml, BrokenInputsGiveFileAndLine) {
        {"<machine name=\"m\">\n<core name=\"c\" cpuset=\"3-1\"/>\n</machine>\n", 4, "cpuset"}},
       {"body",
        {"<machine name=\"m\">\n<gpu name=\"g\" bus_id=\"17:00.0\"/>\n</machine>\n", 4,
+        "bad bus_id"}},
+      {"body",
+       {"<machine name=\"m\">\n<gpu name=\"g\" bus_id=\"0000:17:00.g\"/>\n</machine>\n", 4,
+        "bad bus_id"}},
+      {"body",
+       {"<machine name=\"m\">\n<gpu name=\"g\" bus_id=\"0000:17:00.10\"/>\n</machine>\n", 4,
         "bad bus_id"}},
       {"body",
        {"<machine name=\"m\">\n<nic name=\"n\" os_devices=\"a,,b\"/>\n</machine>\n", 4,

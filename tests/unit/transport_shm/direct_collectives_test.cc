@@ -421,7 +421,8 @@ TEST(RegisteredMemory, MapperSeesTheOwnersBytesAndRejectsBadHandles) {
 TEST(DirectCollectives, RegisteredBroadcast) {
   const int n = 3;
   const size_t bytes = 300000;
-  expect_all_ok(run_shm_threads(n, window_options(), [&](RankEnv& env) {
+  // One deadline for 12 broadcasts of 300 KB: TSan needs about 14 CPU seconds for them.
+  expect_all_ok(run_shm_threads(n, many_pieces_options(kWindow), [&](RankEnv& env) {
     auto dc = direct(env);
     auto* mem = static_cast<uint8_t*>(transport::shm::registered_alloc(2 * bytes + 128));
     std::vector<uint8_t> plain(bytes);
