@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -11,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -263,14 +265,43 @@ void keep_first_xml_error(void*, ErrorPtr error) {
   }
 }
 
-// What hwloc 2.9's loader crashes on instead of rejecting (a NULL dereference in
-// hwloc_topology_load; lstopo --input crashes the same way), found by
+// hwloc's bitmap syntax as its exports write it: comma-separated words "0x" + 1 to 16 hex digits
+// (hwloc_bitmap_sscanf asserts, instead of failing, on an empty word such as ",x00000003").
+bool is_hwloc_bitmap(const std::string& text) {
+  size_t at = 0;
+  for (;;) {
+    const size_t end = std::min(text.find(',', at), text.size());
+    const std::string_view word(text.data() + at, end - at);
+    if (word.size() < 3 || word.size() > 18 || word[0] != '0' || word[1] != 'x') return false;
+    for (char c : word.substr(2)) {
+      if (!std::isxdigit(static_cast<unsigned char>(c))) return false;
+    }
+    if (end == text.size()) return true;
+    at = end + 1;
+  }
+}
+
+// What hwloc 2.9's loader crashes on instead of rejecting, found by
 // tests/fuzz/topology_file_fuzz: an object with a cpuset but no complete_cpuset, or a nodeset but
-// no complete_nodeset. hwloc's exports always write both. "" when there is none.
+// no complete_nodeset (a NULL dereference in hwloc_topology_load; lstopo --input crashes the same
+// way; hwloc's exports always write both), and a set that is no bitmap (an assertion in
+// hwloc_bitmap_sscanf). "" when there is none.
 std::string hwloc_crasher(const xmlNode* node) {
+  static constexpr const char* kSets[] = {"cpuset",  "complete_cpuset",  "allowed_cpuset",
+                                          "nodeset", "complete_nodeset", "allowed_nodeset"};
   for (const xmlNode* e = node; e != nullptr; e = e->next) {
     if (e->type != XML_ELEMENT_NODE) continue;
     if (std::strcmp(reinterpret_cast<const char*>(e->name), "object") == 0) {
+      for (const char* set : kSets) {
+        xmlChar* value = xmlGetProp(e, reinterpret_cast<const xmlChar*>(set));
+        if (value == nullptr) continue;
+        const bool ok = is_hwloc_bitmap(reinterpret_cast<const char*>(value));
+        xmlFree(value);
+        if (!ok) {
+          return "line " + std::to_string(xmlGetLineNo(e)) + ": an <object>'s " + set +
+                 " is no hwloc bitmap";
+        }
+      }
       for (const char* set : {"cpuset", "nodeset"}) {
         const std::string complete = std::string("complete_") + set;
         const auto* s = reinterpret_cast<const xmlChar*>(set);

@@ -329,6 +329,14 @@ TEST(Discovery, BadHwlocXml) {
       "complete_cpuset=\"0x1\" nodeset=\"0x1\"/>\n </object>\n</topology>\n");
   expect_rejected(half_nodesets.path(),
                   "line 3: an <object> with a nodeset but no complete_nodeset");
+  // A set that is no bitmap: hwloc_bitmap_sscanf asserts on an empty word.
+  for (const char* bad : {",x00000003", "0x", "3", "0x1,,0x2", "0x12345678901234567"}) {
+    TempFile not_a_bitmap(std::string("<topology version=\"2.0\">\n <object type=\"Machine\" "
+                                      "cpuset=\"0x1\" complete_cpuset=\"") +
+                          bad + "\"/>\n</topology>\n");
+    expect_rejected(not_a_bitmap.path(),
+                    "line 2: an <object>'s complete_cpuset is no hwloc bitmap");
+  }
   // hwloc accepts two NUMA nodes with one os_index; the converter names both "numa0".
   std::string twin_numas = kGpuBox;
   const std::string numa1 = "type=\"NUMANode\" os_index=\"1\"";
