@@ -21,10 +21,10 @@
 #include "algorithms/point_to_point.h"
 #include "algorithms/ring.h"
 #include "algorithms/schedule.h"
+#include "base/deadline.h"
 #include "ccl/ccl.h"
 #include "core/bootstrap/store.h"
 #include "core/comm_layout.h"
-#include "base/deadline.h"
 #include "core/flight_recorder.h"
 #include "core/op_check.h"
 #include "core/reduction_ops.h"
@@ -266,7 +266,7 @@ class Communicator {
   std::atomic<bool> finalized_{false};
   std::mutex queued_mutex_;
   std::condition_variable queued_done_;
-  int queued_ = 0;  // operations queued on streams and not finished
+  std::atomic<int> queued_{0};  // operations queued on streams and not finished
   std::mutex error_mutex_;
   std::string last_error_;
 };

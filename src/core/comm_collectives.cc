@@ -13,9 +13,9 @@
 #include "algorithms/reduce/reduce.h"
 #include "algorithms/ring.h"
 #include "algorithms/tree_rooted.h"
-#include "core/comm.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "core/comm.h"
 #include "core/tuning/registry.h"
 
 namespace ccl {
@@ -342,9 +342,9 @@ void Communicator::point_to_point(std::span<const algo::PointToPoint> operations
 void Communicator::finalize() {
   {
     std::unique_lock<std::mutex> lock(queued_mutex_);
-    if (!queued_done_.wait_for(lock, options_.timeout, [&] { return queued_ == 0; })) {
+    if (!queued_done_.wait_for(lock, options_.timeout, [&] { return queued_.load() == 0; })) {
       throw_error(cclTimeout, "cclCommFinalize: %d operation(s) queued on streams did not finish",
-                  queued_);
+                  queued_.load());
     }
   }
   std::lock_guard lock(op_mutex_);  // lets an operation of another thread finish
@@ -352,14 +352,15 @@ void Communicator::finalize() {
   finalized_.store(true);
 }
 
-void Communicator::queued_begin() {
-  std::lock_guard<std::mutex> lock(queued_mutex_);
-  ++queued_;
-}
+// An atomic count on the stream path (two per queued operation); the lock only when the count
+// reaches zero, for finalize's wait.
+void Communicator::queued_begin() { queued_.fetch_add(1); }
 
 void Communicator::queued_end() {
-  std::lock_guard<std::mutex> lock(queued_mutex_);
-  if (--queued_ == 0) queued_done_.notify_all();
+  if (queued_.fetch_sub(1) == 1) {
+    { std::lock_guard<std::mutex> lock(queued_mutex_); }  // a finalize between its check and wait
+    queued_done_.notify_all();
+  }
 }
 
 }  // namespace ccl

@@ -73,6 +73,13 @@ bool StreamCore::pop(WorkItem* item, uint64_t* seq) {
   return true;
 }
 
+uint64_t StreamCore::pop_batch(uint64_t up_to) {
+  std::lock_guard lock(mutex_);
+  const uint64_t first = completed_.load(std::memory_order_relaxed) + 1;
+  while (!queue_.empty() && first + batch_.size() <= up_to) batch_.push_back(queue_.pop());
+  return first;
+}
+
 void StreamCore::run_one(WorkItem& item, uint64_t seq) {
   const cclResult_t result = item();
   // Dropped before the item counts as done: once a synchronize returns, the references the work
@@ -132,9 +139,10 @@ bool StreamCore::reach(uint64_t seq, bool run) {
     const uint64_t done = completed();
     if (done >= seq) break;
     if (run && run_mutex_.try_lock()) {
-      WorkItem item;
-      uint64_t item_seq = 0;
-      while (completed() < seq && pop(&item, &item_seq)) run_one(item, item_seq);
+      // Everything up to `seq` in one go: one lock of the queue, not one per item.
+      const uint64_t first = pop_batch(seq);
+      for (size_t i = 0; i < batch_.size(); ++i) run_one(batch_[i], first + i);
+      batch_.clear();
       run_mutex_.unlock();
       continue;
     }

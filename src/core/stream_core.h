@@ -23,6 +23,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
+#include <vector>
 
 #include "ccl/ccl.h"
 #include "core/ring_queue.h"
@@ -66,6 +67,9 @@ class StreamCore {
  private:
   // Pops the next item if there is one (under mutex_); `seq` gets its number.
   bool pop(WorkItem* item, uint64_t* seq);
+  // Pops the items up to point `up_to` into batch_ (the caller holds run_mutex_); returns the
+  // first one's sequence number.
+  uint64_t pop_batch(uint64_t up_to);
   void run_one(WorkItem& item, uint64_t seq);  // the caller holds run_mutex_
   // Waits until the stream's epoch differs from `seen` (an item completed, or the worker let go
   // of run_mutex_); false at `deadline`. Polls with sched_yield for a short while first.
@@ -92,7 +96,8 @@ class StreamCore {
   std::atomic<uint64_t> first_failure_seq_{UINT64_MAX};
   std::atomic<cclResult_t> first_failure_{cclSuccess};
   std::atomic<int64_t> longest_timeout_ms_{0};
-  std::mutex run_mutex_;  // held by the one thread running items
+  std::mutex run_mutex_;         // held by the one thread running items
+  std::vector<WorkItem> batch_;  // under run_mutex_: a waiter's items, popped at once
 };
 
 }  // namespace ccl
