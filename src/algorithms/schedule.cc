@@ -53,6 +53,12 @@ size_t Schedule::step_count() const {
   return total;
 }
 
+size_t Schedule::memory_bytes() const {
+  size_t total = rounds.capacity() * sizeof(Round);
+  for (const Round& round : rounds) total += round.steps.capacity() * sizeof(Step);
+  return total;
+}
+
 std::string Schedule::describe() const {
   std::ostringstream out;
   if (scratch_elems != 0) out << "scratch " << scratch_elems << " elems\n";

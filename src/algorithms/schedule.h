@@ -53,7 +53,9 @@ struct Round {
 struct Schedule {
   std::vector<Round> rounds;
   size_t scratch_elems = 0;
+  size_t round_count() const { return rounds.size(); }
   size_t step_count() const;
+  size_t memory_bytes() const;   // heap the schedule owns (capacity, not size)
   std::string describe() const;  // one line per step, for CCL_DEBUG=TRACE and test failures
 };
 
