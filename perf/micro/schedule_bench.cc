@@ -16,6 +16,11 @@
 // most heap live at once while building it (temporaries included), counted by replacing the
 // global operator new/delete in this binary; `steps` and `rounds`, its size. `walk/...` reads
 // every step of the large schedule once, as the executor does (items/s: steps per second).
+//
+// Results (16,384 ranks, rank 12,345, large; medians of 5, 2 loaded cores), before and after the
+// compact encoding (schedule.h): ring 6-8 ms, 5.25 MiB -> 0.9-1.4 ms, 2.1 MiB; double binary tree
+// 0.10 ms, 0.31 MiB (0.33 MiB peak) -> 0.05 ms, 0.13 MiB (0.13 MiB peak). Target: < 50 ms and
+// < 64 MiB, met by both before and after.
 #include <benchmark/benchmark.h>
 
 #include <atomic>
@@ -118,8 +123,8 @@ void bm_walk(benchmark::State& state, Builder build, Case c) {
   const Schedule s = build(params);
   for (auto _ : state) {
     size_t sum = 0;
-    for (const ccl::algo::Round& round : s.rounds) {
-      for (const ccl::algo::Step& step : round.steps) {
+    for (const Schedule::Round round : s.rounds()) {
+      for (const ccl::algo::Step step : round) {
         sum += step.src.offset + step.dst.offset + step.dst.count + static_cast<size_t>(step.peer);
       }
     }
