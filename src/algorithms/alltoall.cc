@@ -48,24 +48,23 @@ Schedule pairwise_alltoallv(int nranks, int rank, std::span<const size_t> sendco
   bool copied = own == 0;
   for (int k = 1; k < nranks; ++k) {
     const int to = (rank + k) % nranks, from = (rank - k + nranks) % nranks;
-    Round round;
-    if (sendcounts[to] != 0) {
-      round.steps.push_back(
-          Step{StepKind::Send, to, Region{Buffer::Input, sdispls[to], sendcounts[to]}, Region{}});
+    const bool sends = sendcounts[to] != 0, receives = recvcounts[from] != 0;
+    if (sends) {
+      s.add(Step{StepKind::Send, to, Region{Buffer::Input, sdispls[to], sendcounts[to]}, Region{}});
     }
-    if (recvcounts[from] != 0) {
-      round.steps.push_back(Step{StepKind::Recv, from, Region{},
-                                 Region{Buffer::Output, rdispls[from], recvcounts[from]}});
+    if (receives) {
+      s.add(Step{StepKind::Recv, from, Region{},
+                 Region{Buffer::Output, rdispls[from], recvcounts[from]}});
     }
     // The own block goes in the first round that moves anything, after its transfers are
     // posted, so the copy overlaps them.
-    if (!copied && !round.steps.empty()) {
-      round.steps.push_back(copy_own);
+    if (!copied && (sends || receives)) {
+      s.add(copy_own);
       copied = true;
     }
-    if (!round.steps.empty()) s.rounds.push_back(std::move(round));
+    s.end_round();
   }
-  if (!copied) s.rounds.push_back(Round{{copy_own}});
+  if (!copied) s.add_round({copy_own});
   return s;
 }
 

@@ -21,19 +21,16 @@ Schedule chain_reduce(const RingParams& params, int root) {
   const auto input = [&](size_t c) { return sub_region(Buffer::Input, whole, nchunks, c); };
 
   if (index == n - 1) {
-    for (size_t c = 0; c < nchunks; ++c) s.rounds.push_back(Round{{send_step(to, input(c))}});
+    for (size_t c = 0; c < nchunks; ++c) s.add_round({send_step(to, input(c))});
     return s;
   }
   if (index == 0) {
     // Chunk c is reduced in round c and finalized in round c+1, after the next receive is posted.
     const auto output = [&](size_t c) { return sub_region(Buffer::Output, whole, nchunks, c); };
     for (size_t c = 0; c <= nchunks; ++c) {
-      Round round;
-      if (c < nchunks) {
-        round.steps.push_back(Step{StepKind::RecvReduce, from, input(c), output(c)});
-      }
-      if (c > 0) round.steps.push_back(Step{StepKind::Finalize, -1, Region{}, output(c - 1)});
-      s.rounds.push_back(std::move(round));
+      if (c < nchunks) s.add(Step{StepKind::RecvReduce, from, input(c), output(c)});
+      if (c > 0) s.add(Step{StepKind::Finalize, -1, Region{}, output(c - 1)});
+      s.end_round();
     }
     return s;
   }
@@ -46,10 +43,9 @@ Schedule chain_reduce(const RingParams& params, int root) {
   // Chunk c arrives in round c and leaves in round c+1: one round deep per hop, like the
   // broadcast chain, so every send meets its receive in the same round of the pair.
   for (size_t c = 0; c <= nchunks; ++c) {
-    Round round;
-    if (c < nchunks) round.steps.push_back(Step{StepKind::RecvReduce, from, input(c), partial(c)});
-    if (c > 0) round.steps.push_back(send_step(to, partial(c - 1)));
-    s.rounds.push_back(std::move(round));
+    if (c < nchunks) s.add(Step{StepKind::RecvReduce, from, input(c), partial(c)});
+    if (c > 0) s.add(send_step(to, partial(c - 1)));
+    s.end_round();
   }
   return s;
 }

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstddef>
 #include <cstdint>
-#include <vector>
 
 #include "algorithms/ring_place.h"
 #include "base/error.h"
@@ -121,11 +121,7 @@ Schedule double_binary_tree_allreduce(const TreeParams& params) {
   // Both trees have the same shape, so the same timing; rounds are numbered alike on every rank
   // and every message sits in the same round at both ends (so no send waits on a later round).
   const int root_ready = ready_round(n, 0);
-  std::vector<Round> rounds;
-  const auto at = [&](size_t round) -> std::vector<Step>& {
-    if (round >= rounds.size()) rounds.resize(round + 1);
-    return rounds[round].steps;
-  };
+  PipelineTable table;
   // Tree 0's steps come before tree 1's in every round, at both ends of a pair, so that two
   // messages between one pair in one round (one per tree) match in the same order.
   for (int tree = 0; tree < 2; ++tree) {
@@ -145,31 +141,37 @@ Schedule double_binary_tree_allreduce(const TreeParams& params) {
     }
     // Round of chunk 0's arrival from the parent; at the root, of its finalize.
     const size_t down = static_cast<size_t>(root_ready + 1 + tree_depth(n, v));
-    const int parent_rank = node.parent >= 0 ? rank_of(node.parent) : -1;
     const bool leaf = node.children[0] < 0;
-    for (size_t c = 0; c < nchunks; ++c) {
-      const Region in = sub_region(Buffer::Input, half, nchunks, c);
-      const Region out = sub_region(Buffer::Output, half, nchunks, c);
-      if (out.count == 0) continue;  // the smaller half may have fewer chunks
-      for (int i = 0; i < 2; ++i) {
-        if (node.children[i] < 0) continue;
-        at(static_cast<size_t>(up.child_send[i]) + c)
-            .push_back(
-                Step{StepKind::RecvReduce, rank_of(node.children[i]), i == first ? in : out, out});
-      }
-      if (node.parent >= 0) {
-        at(static_cast<size_t>(send_up) + c).push_back(send_step(parent_rank, leaf ? in : out));
-        at(down + c).push_back(recv_step(parent_rank, out));
-      } else {
-        at(down + c).push_back(Step{StepKind::Finalize, -1, Region{}, out});
-      }
-      for (int child : node.children) {
-        if (child >= 0) at(down + 1 + c).push_back(send_step(rank_of(child), out));
-      }
+    // The smaller half may have fewer chunks: the empty ones are the last (split_even).
+    const size_t chunks = std::min(nchunks, half.count);
+    const auto in = [=](size_t c) { return sub_region(Buffer::Input, half, nchunks, c); };
+    const auto out = [=](size_t c) { return sub_region(Buffer::Output, half, nchunks, c); };
+    const auto g = static_cast<size_t>(tree);
+    for (int i = 0; i < 2; ++i) {
+      if (node.children[i] < 0) continue;
+      const int child = rank_of(node.children[i]);
+      const bool with_input = i == first;
+      table.add(g, static_cast<size_t>(up.child_send[i]), chunks, [=](size_t c) {
+        return Step{StepKind::RecvReduce, child, with_input ? in(c) : out(c), out(c)};
+      });
+    }
+    if (node.parent >= 0) {
+      const int parent = rank_of(node.parent);
+      table.add(g, static_cast<size_t>(send_up), chunks,
+                [=](size_t c) { return send_step(parent, leaf ? in(c) : out(c)); });
+      table.add(g, down, chunks, [=](size_t c) { return recv_step(parent, out(c)); });
+    } else {
+      table.add(g, down, chunks, [=](size_t c) {
+        return Step{StepKind::Finalize, -1, Region{}, out(c)};
+      });
+    }
+    for (int child : node.children) {
+      if (child < 0) continue;
+      const int to = rank_of(child);
+      table.add(g, down + 1, chunks, [=](size_t c) { return send_step(to, out(c)); });
     }
   }
-  for (Round& round : rounds) push_nonempty(s, std::move(round));
-  return s;
+  return table.finish(std::move(s));
 }
 
 }  // namespace ccl::algo

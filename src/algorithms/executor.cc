@@ -67,10 +67,12 @@ void StepSink::consume(const std::byte* piece, size_t offset, size_t len) {
 
 void Executor::run(const Schedule& schedule, const ExecBuffers& buffers, const ExecOp& op,
                    Deadline deadline, const OpLabel& what) {
-  for (const Round& round : schedule.rounds) run_round(round, buffers, op, deadline, what);
+  for (const Schedule::Round round : schedule.rounds()) {
+    run_round(round, buffers, op, deadline, what);
+  }
 }
 
-void Executor::run_round(const Round& round, const ExecBuffers& buffers, const ExecOp& op,
+void Executor::run_round(Schedule::Round round, const ExecBuffers& buffers, const ExecOp& op,
                          Deadline deadline, const OpLabel& what) {
   // Reused round after round (clear keeps the capacity): no allocation on the hot path. The
   // reserve below keeps every element's address fixed while its request is posted.
@@ -79,7 +81,7 @@ void Executor::run_round(const Round& round, const ExecBuffers& buffers, const E
   posted.recvs.clear();
   posted.sinks.clear();
   posted.active.clear();
-  const size_t steps = round.steps.size();
+  const size_t steps = round.size();
   if (posted.sends.capacity() < steps) {
     posted.sends.reserve(steps);
     posted.recvs.reserve(steps);
@@ -98,7 +100,8 @@ void Executor::run_round(const Round& round, const ExecBuffers& buffers, const E
     return c;
   };
 
-  for (const Step& step : round.steps) {
+  // Steps are decoded from the schedule's compact records one at a time (schedule.h).
+  for (const Step step : round) {
     const size_t es = op.elem_size;
     switch (step.kind) {
       case StepKind::Copy: {

@@ -118,7 +118,7 @@ class Executor {
            Deadline deadline, const OpLabel& what);
 
  private:
-  void run_round(const Round& round, const ExecBuffers& buffers, const ExecOp& op,
+  void run_round(Schedule::Round round, const ExecBuffers& buffers, const ExecOp& op,
                  Deadline deadline, const OpLabel& what);
   void wait_for_progress(Deadline deadline, const OpLabel& what, Clock::time_point idle_since);
 

@@ -83,8 +83,8 @@ Schedule hierarchical_allreduce(const HierarchicalParams& params) {
   const Piece sub = split_even(piece.count, hosts, rings.host);
   if (sub.count != 0) {
     // Finalized by its one owner before anyone copies it.
-    s.rounds.push_back(Round{{Step{StepKind::Finalize, -1, Region{},
-                                   Region{Buffer::Output, piece.offset + sub.offset, sub.count}}}});
+    s.add_round({Step{StepKind::Finalize, -1, Region{},
+                      Region{Buffer::Output, piece.offset + sub.offset, sub.count}}});
   }
   append_ring_allgather(s, cross_ring, piece, params.chunk_elems);
   // 3. Inside the host again.

@@ -8,7 +8,6 @@ namespace ccl::algo {
 
 Schedule point_to_point(int rank, std::span<const PointToPoint> operations) {
   Schedule schedule;
-  Round round;
   std::vector<uint32_t> self_sends, self_recvs;
   for (size_t i = 0; i < operations.size(); ++i) {
     const PointToPoint& op = operations[i];
@@ -17,9 +16,9 @@ Schedule point_to_point(int rank, std::span<const PointToPoint> operations) {
     if (op.peer == rank) {
       (op.send ? self_sends : self_recvs).push_back(static_cast<uint32_t>(i));
     } else if (op.send) {
-      round.steps.push_back(Step{StepKind::Send, op.peer, region, {}});
+      schedule.add(Step{StepKind::Send, op.peer, region, {}});
     } else {
-      round.steps.push_back(Step{StepKind::Recv, op.peer, {}, region});
+      schedule.add(Step{StepKind::Recv, op.peer, {}, region});
     }
   }
   if (self_sends.size() != self_recvs.size()) {
@@ -36,11 +35,10 @@ Schedule point_to_point(int rank, std::span<const PointToPoint> operations) {
                   "rank %d: send to itself #%zu has %zu bytes but the matching receive has %zu",
                   rank, k, send.bytes, recv.bytes);
     }
-    round.steps.push_back(Step{StepKind::Copy, -1,
-                               Region{Buffer::Slot, 0, send.bytes, self_sends[k]},
-                               Region{Buffer::Slot, 0, recv.bytes, self_recvs[k]}});
+    schedule.add(Step{StepKind::Copy, -1, Region{Buffer::Slot, 0, send.bytes, self_sends[k]},
+                      Region{Buffer::Slot, 0, recv.bytes, self_recvs[k]}});
   }
-  if (!round.steps.empty()) schedule.rounds.push_back(std::move(round));
+  schedule.end_round();
   return schedule;
 }
 

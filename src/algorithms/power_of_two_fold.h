@@ -39,9 +39,8 @@ inline PowerOfTwoFold fold_to_power_of_two(int nranks, int rank, const char* who
 // The whole schedule of a folded rank: its Input to the partner, then the result back.
 inline Schedule folded_rank_schedule(const PowerOfTwoFold& f, size_t count) {
   Schedule s;
-  s.rounds.push_back(Round{{Step{StepKind::Send, f.partner, Region{Buffer::Input, 0, count}, {}}}});
-  s.rounds.push_back(
-      Round{{Step{StepKind::Recv, f.partner, {}, Region{Buffer::Output, 0, count}}}});
+  s.add_round({Step{StepKind::Send, f.partner, Region{Buffer::Input, 0, count}, {}}});
+  s.add_round({Step{StepKind::Recv, f.partner, {}, Region{Buffer::Output, 0, count}}});
   return s;
 }
 

@@ -22,8 +22,8 @@ Schedule rabenseifner_allreduce(int nranks, int rank, size_t count) {
   // Where this rank's partial sums are: Input until a reduction has written them to Output.
   Buffer current = Buffer::Input;
   if (fold.partner >= 0) {
-    s.rounds.push_back(Round{
-        {Step{StepKind::RecvReduce, fold.partner, Region{Buffer::Input, 0, count}, all_out}}});
+    s.add_round(
+        {Step{StepKind::RecvReduce, fold.partner, Region{Buffer::Input, 0, count}, all_out}});
     current = Buffer::Output;
   }
 
@@ -37,22 +37,21 @@ Schedule rabenseifner_allreduce(int nranks, int rank, size_t count) {
     const size_t keep = keep_lower ? lo : lo + d, give = keep_lower ? lo + d : lo;
     const Region tx = block(current, give, d);
     const Region local = block(current, keep, d);
-    Round round;
-    if (tx.count != 0) round.steps.push_back(send_step(partner, tx));
+    if (tx.count != 0) s.add(send_step(partner, tx));
     if (local.count != 0) {
-      round.steps.push_back(Step{StepKind::RecvReduce, partner, local,
-                                 Region{Buffer::Output, local.offset, local.count}});
+      s.add(Step{StepKind::RecvReduce, partner, local,
+                 Region{Buffer::Output, local.offset, local.count}});
     }
-    push_nonempty(s, std::move(round));
+    s.end_round();
     current = Buffer::Output;
     lo = keep;
   }
 
   const Region owned = block(Buffer::Output, me, 1);
   if (current != Buffer::Output) {  // one rank: nothing has been reduced into Output
-    s.rounds.push_back(Round{{Step{StepKind::Copy, -1, block(Buffer::Input, me, 1), owned}}});
+    s.add_round({Step{StepKind::Copy, -1, block(Buffer::Input, me, 1), owned}});
   }
-  if (owned.count != 0) s.rounds.push_back(Round{{Step{StepKind::Finalize, -1, Region{}, owned}}});
+  if (owned.count != 0) s.add_round({Step{StepKind::Finalize, -1, Region{}, owned}});
 
   // Allgather by recursive doubling: swap the block of d pieces this rank holds for the
   // partner's, which is the adjacent block of the same size.
@@ -61,13 +60,12 @@ Schedule rabenseifner_allreduce(int nranks, int rank, size_t count) {
     const size_t mine = me & ~(d - 1);
     const Region tx = block(Buffer::Output, mine, d);
     const Region rx = block(Buffer::Output, mine ^ d, d);
-    Round round;
-    if (tx.count != 0) round.steps.push_back(send_step(partner, tx));
-    if (rx.count != 0) round.steps.push_back(recv_step(partner, rx));
-    push_nonempty(s, std::move(round));
+    if (tx.count != 0) s.add(send_step(partner, tx));
+    if (rx.count != 0) s.add(recv_step(partner, rx));
+    s.end_round();
   }
 
-  if (fold.partner >= 0) s.rounds.push_back(Round{{send_step(fold.partner, all_out)}});
+  if (fold.partner >= 0) s.add_round({send_step(fold.partner, all_out)});
   return s;
 }
 

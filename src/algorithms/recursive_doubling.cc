@@ -23,21 +23,21 @@ Schedule recursive_doubling_allreduce(int nranks, int rank, size_t count) {
   auto next_after = [&](const Region& r) { return r.buffer == Buffer::Scratch ? output : scratch; };
   if (has_extra) {
     Region next = scratch;
-    s.rounds.push_back(Round{{Step{StepKind::RecvReduce, fold.partner, current, next}}});
+    s.add_round({Step{StepKind::RecvReduce, fold.partner, current, next}});
     current = next;
   }
   for (int distance = 1; distance < p; distance *= 2) {
     const int partner = rank ^ distance;
     Region next = next_after(current);
-    s.rounds.push_back(Round{{Step{StepKind::Send, partner, current, Region{}},
-                              Step{StepKind::RecvReduce, partner, current, next}}});
+    s.add_round({Step{StepKind::Send, partner, current, Region{}},
+                 Step{StepKind::RecvReduce, partner, current, next}});
     current = next;
   }
   if (current.buffer != Buffer::Output) {
-    s.rounds.push_back(Round{{Step{StepKind::Copy, -1, current, output}}});
+    s.add_round({Step{StepKind::Copy, -1, current, output}});
   }
-  s.rounds.push_back(Round{{Step{StepKind::Finalize, -1, Region{}, output}}});
-  if (has_extra) s.rounds.push_back(Round{{Step{StepKind::Send, fold.partner, output, Region{}}}});
+  s.add_round({Step{StepKind::Finalize, -1, Region{}, output}});
+  if (has_extra) s.add_round({Step{StepKind::Send, fold.partner, output, Region{}}});
   return s;
 }
 

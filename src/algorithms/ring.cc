@@ -20,6 +20,10 @@ Schedule ring_allreduce(const RingParams& params) {
   const size_t nchunks = chunks_per_piece(split_even(count, n, 0).count, params.chunk_elems);
   const int next = ring.next(), prev = ring.prev();
   const long pos = ring.pos;
+  // Every chunk of every piece is non-empty unless the smallest piece has fewer elements than
+  // chunks: then the bound is exact, else the vectors grow as needed.
+  const size_t rounds = 2 * static_cast<size_t>(n - 1) * nchunks + 1;
+  if (split_even(count, n, n - 1).count >= nchunks) s.reserve(2 * rounds - 1, rounds);
 
   // Reduce-scatter: at step st a rank forwards the partial sum of piece (pos-st) and folds its
   // own Input into piece (pos-st-1) as that arrives. Each piece reaches a rank exactly once, so
@@ -29,31 +33,29 @@ Schedule ring_allreduce(const RingParams& params) {
     const Piece out_piece = piece(pos - st), in_piece = piece(pos - st - 1);
     const Buffer from = st == 0 ? Buffer::Input : Buffer::Output;
     for (size_t c = 0; c < nchunks; ++c) {
-      Round round;
       const Region tx = sub_region(from, out_piece, nchunks, c);
-      if (tx.count != 0) round.steps.push_back(send_step(next, tx));
+      if (tx.count != 0) s.add(send_step(next, tx));
       const Region rx_in = sub_region(Buffer::Input, in_piece, nchunks, c);
       const Region rx_out = sub_region(Buffer::Output, in_piece, nchunks, c);
-      if (rx_out.count != 0) round.steps.push_back(Step{StepKind::RecvReduce, prev, rx_in, rx_out});
-      push_nonempty(s, std::move(round));
+      if (rx_out.count != 0) s.add(Step{StepKind::RecvReduce, prev, rx_in, rx_out});
+      s.end_round();
     }
   }
   // The rank now holds piece pos+1 fully reduced; finalize it (avg) before anyone copies it.
   const Piece owned = piece(pos + 1);
   if (owned.count != 0) {
-    s.rounds.push_back(Round{{Step{StepKind::Finalize, -1, Region{},
-                                   Region{Buffer::Output, owned.offset, owned.count}}}});
+    s.add_round({Step{StepKind::Finalize, -1, Region{},
+                      Region{Buffer::Output, owned.offset, owned.count}}});
   }
   // Allgather: pass the finished pieces around, each landing directly in Output.
   for (int st = 0; st + 1 < n; ++st) {
     const Piece out_piece = piece(pos + 1 - st), in_piece = piece(pos - st);
     for (size_t c = 0; c < nchunks; ++c) {
-      Round round;
       const Region tx = sub_region(Buffer::Output, out_piece, nchunks, c);
-      if (tx.count != 0) round.steps.push_back(send_step(next, tx));
+      if (tx.count != 0) s.add(send_step(next, tx));
       const Region rx = sub_region(Buffer::Output, in_piece, nchunks, c);
-      if (rx.count != 0) round.steps.push_back(recv_step(prev, rx));
-      push_nonempty(s, std::move(round));
+      if (rx.count != 0) s.add(recv_step(prev, rx));
+      s.end_round();
     }
   }
   return s;
@@ -73,28 +75,22 @@ Schedule chain_broadcast(const RingParams& params, int root) {
   if (index == 0) {
     // Only the root's Input is read (non-roots' sendbuff may be NULL).
     for (size_t c = 0; c < nchunks; ++c) {
-      Round round;
       if (c == 0) {
         // Skipped by the executor when in-place.
-        round.steps.push_back(Step{StepKind::Copy, -1, Region{Buffer::Input, 0, count},
-                                   Region{Buffer::Output, 0, count}});
+        s.add(Step{StepKind::Copy, -1, Region{Buffer::Input, 0, count},
+                   Region{Buffer::Output, 0, count}});
       }
-      if (n > 1)
-        round.steps.push_back(send_step(next, sub_region(Buffer::Input, whole, nchunks, c)));
-      push_nonempty(s, std::move(round));
+      if (n > 1) s.add(send_step(next, sub_region(Buffer::Input, whole, nchunks, c)));
+      s.end_round();
     }
     return s;
   }
   const bool tail = index == n - 1;
   // Chunk c arrives in round c and leaves in round c+1: the chain is one round deep per hop.
   for (size_t c = 0; c <= nchunks; ++c) {
-    Round round;
-    if (c < nchunks)
-      round.steps.push_back(recv_step(prev, sub_region(Buffer::Output, whole, nchunks, c)));
-    if (!tail && c > 0) {
-      round.steps.push_back(send_step(next, sub_region(Buffer::Output, whole, nchunks, c - 1)));
-    }
-    push_nonempty(s, std::move(round));
+    if (c < nchunks) s.add(recv_step(prev, sub_region(Buffer::Output, whole, nchunks, c)));
+    if (!tail && c > 0) s.add(send_step(next, sub_region(Buffer::Output, whole, nchunks, c - 1)));
+    s.end_round();
   }
   return s;
 }
@@ -119,8 +115,8 @@ Schedule ring_reduce_scatter(const RingParams& params) {
   if (count == 0) return s;
   const Region out{Buffer::Output, 0, count};
   if (n == 1) {
-    s.rounds.push_back(Round{{Step{StepKind::Copy, -1, Region{Buffer::Input, 0, count}, out}}});
-    s.rounds.push_back(Round{{Step{StepKind::Finalize, -1, Region{}, out}}});
+    s.add_round({Step{StepKind::Copy, -1, Region{Buffer::Input, 0, count}, out}});
+    s.add_round({Step{StepKind::Finalize, -1, Region{}, out}});
     return s;
   }
   // The Input piece of the rank at ring position p.
@@ -137,18 +133,17 @@ Schedule ring_reduce_scatter(const RingParams& params) {
   for (int st = 0; st + 1 < n; ++st) {
     const bool last = st + 2 == n;
     for (size_t c = 0; c < nchunks; ++c) {
-      Round round;
       const Region tx = st == 0 ? sub_region(Buffer::Input, piece(pos - 1), nchunks, c)
                                 : sub_region(Buffer::Scratch, slot(st - 1), nchunks, c);
-      if (tx.count != 0) round.steps.push_back(send_step(next, tx));
+      if (tx.count != 0) s.add(send_step(next, tx));
       const Region local = sub_region(Buffer::Input, piece(pos - 2 - st), nchunks, c);
       const Region dst = last ? sub_region(Buffer::Output, Piece{0, count}, nchunks, c)
                               : sub_region(Buffer::Scratch, slot(st), nchunks, c);
-      if (dst.count != 0) round.steps.push_back(Step{StepKind::RecvReduce, prev, local, dst});
-      push_nonempty(s, std::move(round));
+      if (dst.count != 0) s.add(Step{StepKind::RecvReduce, prev, local, dst});
+      s.end_round();
     }
   }
-  s.rounds.push_back(Round{{Step{StepKind::Finalize, -1, Region{}, out}}});
+  s.add_round({Step{StepKind::Finalize, -1, Region{}, out}});
   return s;
 }
 
@@ -162,8 +157,8 @@ Schedule dissemination_barrier(int nranks, int rank) {
   for (long dist = 1; dist < nranks; dist *= 2) {
     const int to = static_cast<int>((rank + dist) % nranks);
     const int from = static_cast<int>((rank - dist + nranks) % nranks);
-    s.rounds.push_back(Round{{send_step(to, Region{Buffer::Input, 0, 0}),
-                              recv_step(from, Region{Buffer::Output, 0, 0})}});
+    s.add_round({send_step(to, Region{Buffer::Input, 0, 0}),
+                 recv_step(from, Region{Buffer::Output, 0, 0})});
   }
   return s;
 }

@@ -31,7 +31,7 @@ Schedule ring_allgatherv(const RingParams& params, std::span<const size_t> count
   const Step copy_own{StepKind::Copy, -1, Region{Buffer::Input, 0, own},
                       Region{Buffer::Output, displs[rank], own}};
   if (n == 1) {
-    if (own != 0) s.rounds.push_back(Round{{copy_own}});
+    if (own != 0) s.add_round({copy_own});
     return s;
   }
   // The Output piece of the rank at ring position p.
@@ -53,18 +53,17 @@ Schedule ring_allgatherv(const RingParams& params, std::span<const size_t> count
     const size_t tx_chunks = chunks_per_piece(tx_piece.count, params.chunk_elems);
     const size_t rx_chunks = chunks_per_piece(rx_piece.count, params.chunk_elems);
     for (size_t c = 0; c < std::max(tx_chunks, rx_chunks); ++c) {
-      Round round;
       if (c < tx_chunks) {
         const Region tx = sub_region(tx_buffer, tx_piece, tx_chunks, c);
-        if (tx.count != 0) round.steps.push_back(send_step(next, tx));
+        if (tx.count != 0) s.add(send_step(next, tx));
       }
       if (c < rx_chunks) {
         const Region rx = sub_region(Buffer::Output, rx_piece, rx_chunks, c);
-        if (rx.count != 0) round.steps.push_back(recv_step(prev, rx));
+        if (rx.count != 0) s.add(recv_step(prev, rx));
       }
       // After the transfers are posted, so the copy overlaps them.
-      if (st == 0 && c == 0 && own != 0) round.steps.push_back(copy_own);
-      push_nonempty(s, std::move(round));
+      if (st == 0 && c == 0 && own != 0) s.add(copy_own);
+      s.end_round();
     }
   }
   return s;

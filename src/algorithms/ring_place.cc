@@ -1,5 +1,6 @@
 #include "algorithms/ring_place.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "base/error.h"
@@ -54,14 +55,34 @@ RingPlace place_on_ring(const RingParams& p, const char* who) {
   return ring;
 }
 
+Schedule PipelineTable::finish(Schedule s) {
+  // In one round r a flow is at chunk r - first: a later chunk index means an earlier first round.
+  std::stable_sort(flows_.begin(), flows_.end(), [](const Flow& x, const Flow& y) {
+    return x.group != y.group ? x.group < y.group : x.first > y.first;
+  });
+  size_t rounds = 0, steps = 0;
+  for (const Flow& f : flows_) {
+    rounds = std::max(rounds, f.first + f.chunks);
+    steps += f.chunks;
+  }
+  s.reserve(s.step_count() + steps, s.round_count() + rounds);
+  for (size_t r = 0; r < rounds; ++r) {
+    for (const Flow& f : flows_) {
+      if (r >= f.first && r - f.first < f.chunks) s.add(f.step(r - f.first));
+    }
+    s.end_round();  // dropped if empty
+  }
+  return s;
+}
+
 void append_ring_reduce_scatter(Schedule& s, const RingPlace& ring, Piece range, Buffer local,
                                 size_t chunk_elems) {
   const int n = ring.n;
   if (range.count == 0) return;
   if (n == 1) {
     if (local != Buffer::Output) {  // skipped by the executor when in place
-      s.rounds.push_back(Round{{Step{StepKind::Copy, -1, Region{local, range.offset, range.count},
-                                     Region{Buffer::Output, range.offset, range.count}}}});
+      s.add_round({Step{StepKind::Copy, -1, Region{local, range.offset, range.count},
+                        Region{Buffer::Output, range.offset, range.count}}});
     }
     return;
   }
@@ -73,15 +94,12 @@ void append_ring_reduce_scatter(Schedule& s, const RingPlace& ring, Piece range,
     const Piece out_piece = piece(pos - 1 - st), in_piece = piece(pos - 2 - st);
     const Buffer from = st == 0 ? local : Buffer::Output;
     for (size_t c = 0; c < nchunks; ++c) {
-      Round round;
       const Region tx = sub_region(from, out_piece, nchunks, c);
-      if (tx.count != 0) round.steps.push_back(send_step(next, tx));
+      if (tx.count != 0) s.add(send_step(next, tx));
       const Region rx_local = sub_region(local, in_piece, nchunks, c);
       const Region rx_out = sub_region(Buffer::Output, in_piece, nchunks, c);
-      if (rx_out.count != 0) {
-        round.steps.push_back(Step{StepKind::RecvReduce, prev, rx_local, rx_out});
-      }
-      push_nonempty(s, std::move(round));
+      if (rx_out.count != 0) s.add(Step{StepKind::RecvReduce, prev, rx_local, rx_out});
+      s.end_round();
     }
   }
 }
@@ -96,12 +114,11 @@ void append_ring_allgather(Schedule& s, const RingPlace& ring, Piece range, size
   for (int st = 0; st + 1 < n; ++st) {
     const Piece out_piece = piece(pos - st), in_piece = piece(pos - st - 1);
     for (size_t c = 0; c < nchunks; ++c) {
-      Round round;
       const Region tx = sub_region(Buffer::Output, out_piece, nchunks, c);
-      if (tx.count != 0) round.steps.push_back(send_step(next, tx));
+      if (tx.count != 0) s.add(send_step(next, tx));
       const Region rx = sub_region(Buffer::Output, in_piece, nchunks, c);
-      if (rx.count != 0) round.steps.push_back(recv_step(prev, rx));
-      push_nonempty(s, std::move(round));
+      if (rx.count != 0) s.add(recv_step(prev, rx));
+      s.end_round();
     }
   }
 }

@@ -4,7 +4,9 @@
 // ranks. Internal to src/algorithms; not part of any interface.
 #pragma once
 
+#include <functional>
 #include <span>
+#include <vector>
 
 #include "algorithms/ring.h"
 #include "algorithms/schedule.h"
@@ -48,10 +50,26 @@ inline Region sub_region(Buffer buffer, Piece piece, size_t nchunks, size_t chun
 inline Step send_step(int peer, Region src) { return Step{StepKind::Send, peer, src, Region{}}; }
 inline Step recv_step(int peer, Region dst) { return Step{StepKind::Recv, peer, Region{}, dst}; }
 
-// A round with no steps would cost a pass through the executor for nothing.
-inline void push_nonempty(Schedule& s, Round&& round) {
-  if (!round.steps.empty()) s.rounds.push_back(std::move(round));
-}
+// The tree builders' pipelines: a flow is one step that chunk c (0 <= c < chunks) of a pipeline
+// makes in round `first + c`. Rounds are numbered alike on every rank; finish() appends the steps
+// in round order, a rank's idle rounds dropped, generating them as it goes (nothing per step is
+// kept). In a round, steps come by group, then by chunk index, then in the order the flows were
+// added: the order of a loop "for each group, for each chunk, for each flow", which is what both
+// ends of a pair must agree on when they exchange two messages in one round.
+class PipelineTable {
+ public:
+  void add(size_t group, size_t first, size_t chunks, std::function<Step(size_t)> step) {
+    if (chunks != 0) flows_.push_back(Flow{group, first, chunks, std::move(step)});
+  }
+  Schedule finish(Schedule s);
+
+ private:
+  struct Flow {
+    size_t group, first, chunks;
+    std::function<Step(size_t)> step;
+  };
+  std::vector<Flow> flows_;
+};
 
 // Ring phases on a sub-range of the vector among the ranks of `ring`, appended to `s`: the pieces
 // of collectives made of several rings (hierarchical.cc). `ring` may hold a subset of the

@@ -1,7 +1,6 @@
 #include "algorithms/tree_rooted.h"
 
 #include <algorithm>
-#include <vector>
 
 #include "algorithms/ring_place.h"
 
@@ -25,23 +24,6 @@ RootedPlace rooted_place(const TreeParams& p, int root, const char* who) {
   return r;
 }
 
-// Rounds are numbered alike on every rank (chunk 0's timing is the same tree everywhere), then
-// the ones a rank has nothing to do in are dropped.
-class RoundTable {
- public:
-  std::vector<Step>& at(size_t round) {
-    if (round >= rounds_.size()) rounds_.resize(round + 1);
-    return rounds_[round].steps;
-  }
-  Schedule finish(Schedule s) {
-    for (Round& round : rounds_) push_nonempty(s, std::move(round));
-    return s;
-  }
-
- private:
-  std::vector<Round> rounds_;
-};
-
 }  // namespace
 
 Schedule tree_broadcast(const TreeParams& params, int root) {
@@ -50,26 +32,29 @@ Schedule tree_broadcast(const TreeParams& params, int root) {
   if (count == 0) return Schedule{};  // touches nothing; buffers may be NULL
   const size_t nchunks = chunks_per_piece(count, params.chunk_elems);
   const Piece whole{0, count};
-  RoundTable table;
+  // Rounds are numbered alike on every rank (chunk 0's timing is the same tree everywhere).
+  PipelineTable table;
   // Chunk c leaves a node at depth d in round d + c (the root's from Input).
   const auto depth = static_cast<size_t>(tree_depth(me.place.n, me.node));
   const Buffer from = me.node == 0 ? Buffer::Input : Buffer::Output;
   if (me.node == 0) {
     // Skipped by the executor when in place.
-    table.at(0).push_back(Step{StepKind::Copy, -1, Region{Buffer::Input, 0, count},
-                               Region{Buffer::Output, 0, count}});
+    table.add(0, 0, 1, [=](size_t) {
+      return Step{StepKind::Copy, -1, Region{Buffer::Input, 0, count},
+                  Region{Buffer::Output, 0, count}};
+    });
   }
-  for (size_t c = 0; c < nchunks; ++c) {
-    if (me.links.parent >= 0) {
-      table.at(depth - 1 + c)
-          .push_back(recv_step(me.rank_of(me.links.parent),
-                               sub_region(Buffer::Output, whole, nchunks, c)));
-    }
-    for (int child : me.links.children) {
-      if (child < 0) continue;
-      table.at(depth + c).push_back(
-          send_step(me.rank_of(child), sub_region(from, whole, nchunks, c)));
-    }
+  if (me.links.parent >= 0) {
+    const int parent = me.rank_of(me.links.parent);
+    table.add(0, depth - 1, nchunks, [=](size_t c) {
+      return recv_step(parent, sub_region(Buffer::Output, whole, nchunks, c));
+    });
+  }
+  for (int child : me.links.children) {
+    if (child < 0) continue;
+    const int to = me.rank_of(child);
+    table.add(0, depth, nchunks,
+              [=](size_t c) { return send_step(to, sub_region(from, whole, nchunks, c)); });
   }
   return table.finish(Schedule{});
 }
@@ -103,26 +88,28 @@ Schedule tree_reduce(const TreeParams& params, int root) {
     slot_elems = split_even(count, nchunks, 0).count;
     s.scratch_elems = slots * slot_elems;
   }
-  const auto partial = [&](size_t c) {
+  const auto partial = [=](size_t c) {
     if (links.parent < 0) return sub_region(Buffer::Output, whole, nchunks, c);
     return Region{Buffer::Scratch, (c % slots) * slot_elems, split_even(count, nchunks, c).count};
   };
-  RoundTable table;
-  for (size_t c = 0; c < nchunks; ++c) {
-    const Region in = sub_region(Buffer::Input, whole, nchunks, c);
-    for (int i = 0; i < 2; ++i) {
-      if (links.children[i] < 0) continue;
-      table.at(static_cast<size_t>(up.child_send[i]) + c)
-          .push_back(Step{StepKind::RecvReduce, me.rank_of(links.children[i]),
-                          i == first ? in : partial(c), partial(c)});
-    }
-    if (links.parent >= 0) {
-      table.at(static_cast<size_t>(send_up) + c)
-          .push_back(send_step(me.rank_of(links.parent), leaf ? in : partial(c)));
-    } else {
-      table.at(static_cast<size_t>(up.ready) + 1 + c)
-          .push_back(Step{StepKind::Finalize, -1, Region{}, partial(c)});
-    }
+  const auto in = [=](size_t c) { return sub_region(Buffer::Input, whole, nchunks, c); };
+  PipelineTable table;
+  for (int i = 0; i < 2; ++i) {
+    if (links.children[i] < 0) continue;
+    const int child = me.rank_of(links.children[i]);
+    const bool with_input = i == first;
+    table.add(0, static_cast<size_t>(up.child_send[i]), nchunks, [=](size_t c) {
+      return Step{StepKind::RecvReduce, child, with_input ? in(c) : partial(c), partial(c)};
+    });
+  }
+  if (links.parent >= 0) {
+    const int parent = me.rank_of(links.parent);
+    table.add(0, static_cast<size_t>(send_up), nchunks,
+              [=](size_t c) { return send_step(parent, leaf ? in(c) : partial(c)); });
+  } else {
+    table.add(0, static_cast<size_t>(up.ready) + 1, nchunks, [=](size_t c) {
+      return Step{StepKind::Finalize, -1, Region{}, partial(c)};
+    });
   }
   return table.finish(std::move(s));
 }

@@ -185,7 +185,7 @@ void Communicator::execute(const algo::Schedule& schedule, const void* input, vo
   // Every schedule gets the scratch it asks for, whatever the collective.
   algo::ExecBuffers buffers{input, output, scratch(schedule.scratch_elems * op.elem_size), {}};
   run_op(what, [&](Deadline deadline, const algo::OpLabel& name) {
-    CCL_TRACE(kColl, "%s: %zu rounds", name.str().c_str(), schedule.rounds.size());
+    CCL_TRACE(kColl, "%s: %zu rounds", name.str().c_str(), schedule.round_count());
     executor_->run(schedule, buffers, op, deadline, name);
   });
 }
@@ -330,7 +330,7 @@ void Communicator::point_to_point(std::span<const algo::PointToPoint> operations
   const OpScope scope = begin_op({OpKind::SendRecv, operations.size(), -1, -1, -1,
                                   operations.empty() ? -1 : operations[0].peer});
   const algo::Schedule schedule = algo::point_to_point(rank_, operations);
-  if (schedule.rounds.empty()) return;
+  if (schedule.round_count() == 0) return;
   algo::ExecBuffers exec_buffers{nullptr, nullptr, nullptr, buffers};
   algo::ExecOp exec;
   exec.elem_size = 1;  // regions in bytes: the operations of a group may mix datatypes

@@ -63,7 +63,7 @@ std::string check(const Layout& l, bool rendezvous) {
   if (test::has_empty_round(s)) return "empty round";
   if (test::has_empty_message(s)) return "zero-element message";
   for (const Schedule& one : s) {
-    if (one.rounds.size() > std::max<size_t>(l.sendcounts.size() - 1, 1)) return "too many rounds";
+    if (one.round_count() > std::max<size_t>(l.sendcounts.size() - 1, 1)) return "too many rounds";
   }
   verify::Problem problem = verify::alltoallv_problem(l.sendcounts, l.sdispls, l.rdispls);
   problem.rendezvous = rendezvous;
@@ -109,7 +109,7 @@ TEST_P(PairwiseAlltoallv, SparsePatterns) {
   EXPECT_EQ(check(ring, true), "") << "successor n=" << n;
 
   const std::vector<Schedule> none = build(equal_layout(n, 0));
-  for (const Schedule& s : none) EXPECT_TRUE(s.rounds.empty());
+  for (const Schedule& s : none) EXPECT_TRUE(s.rounds().empty());
 }
 
 INSTANTIATE_TEST_SUITE_P(Sweep, PairwiseAlltoallv, ::testing::Range(1, 17),

@@ -15,10 +15,10 @@ TEST(DisseminationBarrier, VerifiedForOneToThirtyThreeRanks) {
     size_t rounds = 0;
     while ((size_t{1} << rounds) < static_cast<size_t>(n)) ++rounds;  // ceil(log2 n)
     for (const Schedule& one : s) {
-      ASSERT_EQ(one.rounds.size(), rounds) << "n=" << n;
-      for (const Round& round : one.rounds) {
-        ASSERT_EQ(round.steps.size(), 2u);
-        EXPECT_EQ(round.steps[0].src.count + round.steps[1].dst.count, 0u);
+      ASSERT_EQ(one.round_count(), rounds) << "n=" << n;
+      for (const Schedule::Round round : one.rounds()) {
+        ASSERT_EQ(round.size(), 2u);
+        EXPECT_EQ(round[0].src.count + round[1].dst.count, 0u);
       }
     }
     verify::Problem problem = verify::barrier_problem(n);

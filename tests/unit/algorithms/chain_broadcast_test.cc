@@ -91,8 +91,8 @@ TEST(ChainBroadcastShape, EveryNonRootReceivesCountOnceAndOnlyRootReadsInput) {
       size_t total_sent = 0;
       for (int r = 0; r < n; ++r) {
         size_t received = 0;
-        for (const Round& round : s[r].rounds) {
-          for (const Step& st : round.steps) {
+        for (const Schedule::Round round : s[r].rounds()) {
+          for (const Step st : round) {
             if (st.kind == StepKind::Recv) received += st.dst.count;
             if (st.kind == StepKind::Send) total_sent += st.src.count;
             if (r != root) {
@@ -108,7 +108,7 @@ TEST(ChainBroadcastShape, EveryNonRootReceivesCountOnceAndOnlyRootReadsInput) {
 }
 
 TEST(ChainBroadcastShape, EmptyCountIsAnEmptySchedule) {
-  for (const Schedule& s : build_broadcast(4, 2, 0, 0, {})) EXPECT_TRUE(s.rounds.empty());
+  for (const Schedule& s : build_broadcast(4, 2, 0, 0, {})) EXPECT_TRUE(s.rounds().empty());
 }
 
 }  // namespace

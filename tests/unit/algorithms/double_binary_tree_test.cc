@@ -153,7 +153,7 @@ TEST_P(DoubleBinaryTree, VerifiedForCountsChunksAndInPlace) {
       // A chunk moves one edge per round, two per level on the way up: K + about 3 log2(n).
       const size_t half = (count + 1) / 2;
       const size_t k = chunk == 0 || half == 0 ? 1 : (half + chunk - 1) / chunk;
-      for (const Schedule& r : s) EXPECT_LE(r.rounds.size(), k + 3 * max_depth(n)) << n;
+      for (const Schedule& r : s) EXPECT_LE(r.round_count(), k + 3 * max_depth(n)) << n;
       ASSERT_EQ(verify::verify_allreduce(s, n, count), "")
           << "n=" << n << " count=" << count << " chunk=" << chunk;
     }

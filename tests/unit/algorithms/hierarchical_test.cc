@@ -130,15 +130,15 @@ TEST(HierarchicalShape, BytesAcrossHostsAndRounds) {
       const size_t k1 = (hosts * m + chunk - 1) / chunk, k2 = (m + chunk - 1) / chunk;
       for (int r = 0; r < hosts * local; ++r) {
         size_t across = 0, inside = 0;
-        for (const Round& round : s[r].rounds) {
-          for (const Step& st : round.steps) {
+        for (const Schedule::Round round : s[r].rounds()) {
+          for (const Step st : round) {
             if (st.kind != StepKind::Send) continue;
             (host[st.peer] == host[r] ? inside : across) += st.src.count;
           }
         }
         EXPECT_EQ(across, 2 * (hosts - 1) * m) << hosts << "x" << local << " rank " << r;
         EXPECT_EQ(inside, 2 * (local - 1) * hosts * m) << hosts << "x" << local << " rank " << r;
-        EXPECT_EQ(s[r].rounds.size(), 2 * (local - 1) * k1 + 2 * (hosts - 1) * k2 + 1)
+        EXPECT_EQ(s[r].round_count(), 2 * (local - 1) * k1 + 2 * (hosts - 1) * k2 + 1)
             << hosts << "x" << local << " rank " << r;
         EXPECT_EQ(s[r].scratch_elems, 0u);
       }
@@ -173,7 +173,7 @@ TEST(HierarchicalShape, ExactSchedulesForTwoHostsOfTwo) {
 }
 
 TEST(HierarchicalShape, EmptyCountAndOneRank) {
-  for (const Schedule& s : build({0, 0, 1, 1}, 0, 0)) EXPECT_TRUE(s.rounds.empty());
+  for (const Schedule& s : build({0, 0, 1, 1}, 0, 0)) EXPECT_TRUE(s.rounds().empty());
   EXPECT_EQ(build({0}, 9, 4)[0].describe(),
             "round 0: Copy src=Input[0,9) dst=Output[0,9)\n"
             "round 1: Finalize dst=Output[0,9)\n");

@@ -46,13 +46,13 @@ NumericRun run_numeric_allreduce(const std::vector<Schedule>& schedules,
   for (;;) {
     bool moved = false, finished = true;
     for (int r = 0; r < n; ++r) {
-      const std::vector<Round>& rounds = schedules[r].rounds;
-      while (round[r] < rounds.size()) {
-        const std::vector<Step>& steps = rounds[round[r]].steps;
+      const Schedule& schedule = schedules[r];
+      while (round[r] < schedule.round_count()) {
+        const Schedule::Round steps = schedule.round(round[r]);
         if (!posted[r]) {
           done[r].assign(steps.size(), true);
           for (size_t i = 0; i < steps.size(); ++i) {
-            const Step& st = steps[i];
+            const Step st = steps[i];
             double* src = mem[r].at(st.src);
             double* dst = mem[r].at(st.dst);
             if (st.kind == StepKind::Send) {
@@ -74,7 +74,7 @@ NumericRun run_numeric_allreduce(const std::vector<Schedule>& schedules,
         bool all = true;
         for (size_t i = 0; i < steps.size(); ++i) {
           if (done[r][i]) continue;
-          const Step& st = steps[i];
+          const Step st = steps[i];
           auto ch = channels.find({st.peer, r});
           // Receives from one peer match in step order: stop at the first one still waiting.
           bool earlier_waiting = false;
@@ -99,7 +99,7 @@ NumericRun run_numeric_allreduce(const std::vector<Schedule>& schedules,
         ++round[r];
         posted[r] = false;
       }
-      finished &= round[r] == rounds.size();
+      finished &= round[r] == schedule.round_count();
     }
     if (finished) break;
     if (!moved) return fail(0, "deadlock");

@@ -63,7 +63,7 @@ TEST(RabenseifnerShape, RoundsAndBytes) {
       EXPECT_EQ(sent, folded ? count : exchange + (has_extra ? count : 0)) << n << " " << r;
       EXPECT_EQ(received, sent) << n << " " << r;
       const size_t rounds = folded ? 2 : 2 * log2p + 1 + (has_extra ? 2 : 0);
-      EXPECT_EQ(s[r].rounds.size(), rounds) << n << " " << r;
+      EXPECT_EQ(s[r].round_count(), rounds) << n << " " << r;
     }
   }
 }
@@ -116,7 +116,7 @@ TEST(RabenseifnerShape, OneRankCopiesAndFinalizes) {
   EXPECT_EQ(rabenseifner_allreduce(1, 0, 9).describe(),
             "round 0: Copy src=Input[0,9) dst=Output[0,9)\n"
             "round 1: Finalize dst=Output[0,9)\n");
-  for (const Schedule& s : build(5, 0)) EXPECT_TRUE(s.rounds.empty());
+  for (const Schedule& s : build(5, 0)) EXPECT_TRUE(s.rounds().empty());
 }
 
 TEST(RabenseifnerShape, ResultsAreBitIdenticalOnEveryRank) {
@@ -150,10 +150,10 @@ TEST(RabenseifnerShape, BitCheckCatchesRankDependentOrder) {
   for (int r = 0; r < n; ++r) {
     const Region in{Buffer::Input, 0, count}, out{Buffer::Output, 0, count};
     const int a = (r + 1) % n, b = (r + 2) % n;
-    s[r].rounds.push_back(Round{{Step{StepKind::Send, a, in, {}}, Step{StepKind::Send, b, in, {}},
-                                 Step{StepKind::RecvReduce, a, in, out}}});
-    s[r].rounds.push_back(Round{{Step{StepKind::RecvReduce, b, out, out}}});
-    s[r].rounds.push_back(Round{{Step{StepKind::Finalize, -1, {}, out}}});
+    s[r].add_round({Step{StepKind::Send, a, in, {}}, Step{StepKind::Send, b, in, {}},
+                    Step{StepKind::RecvReduce, a, in, out}});
+    s[r].add_round({Step{StepKind::RecvReduce, b, out, out}});
+    s[r].add_round({Step{StepKind::Finalize, -1, {}, out}});
   }
   ASSERT_EQ(verify::verify(s, verify::allreduce_problem(n, count, false)), "");
   const std::vector<std::vector<double>> inputs = {{1e16}, {1.0}, {-1e16}};

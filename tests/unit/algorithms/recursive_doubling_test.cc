@@ -33,15 +33,15 @@ TEST(RecursiveDoublingShape, RoundsAreLogarithmic) {
   // 8 ranks: 3 exchange rounds (into Scratch, Output, Scratch), then a copy and the finalize.
   Schedule s = recursive_doubling_allreduce(8, 5, 100);
   size_t exchanges = 0;
-  for (const Round& r : s.rounds) exchanges += r.steps.size() == 2;
+  for (const Schedule::Round r : s.rounds()) exchanges += r.size() == 2;
   EXPECT_EQ(exchanges, 3u);
   EXPECT_EQ(s.scratch_elems, 100u);
   // An extra rank of 6 (rank 5 folds into rank 1): send, then receive the result.
   Schedule extra = recursive_doubling_allreduce(6, 5, 100);
-  ASSERT_EQ(extra.rounds.size(), 2u);
-  EXPECT_EQ(extra.rounds[0].steps[0].kind, StepKind::Send);
-  EXPECT_EQ(extra.rounds[0].steps[0].peer, 1);
-  EXPECT_EQ(extra.rounds[1].steps[0].kind, StepKind::Recv);
+  ASSERT_EQ(extra.round_count(), 2u);
+  EXPECT_EQ(extra.round(0)[0].kind, StepKind::Send);
+  EXPECT_EQ(extra.round(0)[0].peer, 1);
+  EXPECT_EQ(extra.round(1)[0].kind, StepKind::Recv);
 }
 
 TEST(RecursiveDoublingShape, RejectsBadArguments) {

@@ -48,7 +48,7 @@ INSTANTIATE_TEST_SUITE_P(Sweep, RingAllreduce, test::ring_sweep(), test::RingSwe
 
 TEST(RingAllreduceShape, EmptyCountIsAnEmptySchedule) {
   for (int n : {1, 2, 5}) {
-    for (const Schedule& s : build_allreduce(n, 0, 0, {})) EXPECT_TRUE(s.rounds.empty());
+    for (const Schedule& s : build_allreduce(n, 0, 0, {})) EXPECT_TRUE(s.rounds().empty());
   }
 }
 
@@ -88,8 +88,8 @@ TEST(RingAllreduceShape, RoundsAndTrafficAreExact) {
           while (order[pos] != r) ++pos;
           const auto piece = [&](int p) { return split_even(count, n, (p % n + n) % n).count; };
           size_t sent = 0, max_msg = 0;
-          for (const Round& round : all[r].rounds) {
-            for (const Step& st : round.steps) {
+          for (const Schedule::Round round : all[r].rounds()) {
+            for (const Step st : round) {
               if (st.kind != StepKind::Send) continue;
               sent += st.src.count;
               max_msg = std::max(max_msg, st.src.count);
@@ -101,7 +101,7 @@ TEST(RingAllreduceShape, RoundsAndTrafficAreExact) {
           EXPECT_EQ(sent, 2 * count - piece(pos + 1) - piece(pos + 2)) << n << " " << r;
           EXPECT_LE(max_msg, chunk ? chunk : largest);
           // count >= n: no empty pieces, so every round is used, plus the Finalize round.
-          EXPECT_EQ(all[r].rounds.size(), 2 * (n - 1) * nchunks + 1);
+          EXPECT_EQ(all[r].round_count(), 2 * (n - 1) * nchunks + 1);
         }
       }
     }

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <vector>
 
 #include "algorithms/ring.h"
@@ -47,13 +48,13 @@ TEST(Schedule, StepCountAndDescribe) {
   Schedule s;
   EXPECT_EQ(s.step_count(), 0u);
   EXPECT_EQ(s.describe(), "(no rounds)\n");
-  s.rounds.push_back(Round{
+  s.add_round(
       {Step{StepKind::Send, 1, Region{Buffer::Input, 0, 5}, Region{}},
-       Step{StepKind::RecvReduce, 3, Region{Buffer::Input, 5, 5}, Region{Buffer::Output, 5, 5}}}});
-  s.rounds.push_back(Round{{Step{StepKind::Finalize, -1, Region{}, Region{Buffer::Output, 5, 5}}}});
-  s.rounds.push_back(
-      Round{{Step{StepKind::Copy, -1, Region{Buffer::Scratch, 0, 2}, Region{Buffer::Output, 0, 2}},
-             Step{StepKind::Recv, 0, Region{}, Region{Buffer::Output, 2, 3}}}});
+       Step{StepKind::RecvReduce, 3, Region{Buffer::Input, 5, 5}, Region{Buffer::Output, 5, 5}}});
+  s.add_round({Step{StepKind::Finalize, -1, Region{}, Region{Buffer::Output, 5, 5}}});
+  s.add_round(
+      {Step{StepKind::Copy, -1, Region{Buffer::Scratch, 0, 2}, Region{Buffer::Output, 0, 2}},
+       Step{StepKind::Recv, 0, Region{}, Region{Buffer::Output, 2, 3}}});
   s.scratch_elems = 2;
   EXPECT_EQ(s.step_count(), 5u);
   EXPECT_EQ(s.describe(),
@@ -63,6 +64,53 @@ TEST(Schedule, StepCountAndDescribe) {
             "round 1: Finalize dst=Output[5,10)\n"
             "round 2: Copy src=Scratch[0,2) dst=Output[0,2)\n"
             "round 2: Recv peer=0 dst=Output[2,5)\n");
+}
+
+// The compact encoding is lossless: every step reads back exactly as it was added, from its
+// 32-byte record or, where the record has no room (two different non-zero counts, two slots),
+// kept whole.
+TEST(Schedule, EveryStepReadsBackAsAdded) {
+  const size_t big = (size_t{1} << 40) + 3;  // offsets and counts past 32 bits
+  const std::vector<std::vector<Step>> rounds = {
+      {Step{StepKind::Send, 1, Region{Buffer::Input, big, big}, Region{}},
+       Step{StepKind::Recv, 16383, Region{}, Region{Buffer::Output, 7, 9}},
+       Step{StepKind::RecvReduce, 2, Region{Buffer::Input, 5, 4}, Region{Buffer::Scratch, big, 4}}},
+      {Step{StepKind::Finalize, -1, Region{}, Region{Buffer::Output, 1, 2}},
+       Step{StepKind::Copy, -1, Region{Buffer::Scratch, 0, 2}, Region{Buffer::Output, 0, 2}}},
+      // Slots: a one-region step keeps its slot in the record, a slot-to-slot copy is kept whole.
+      {Step{StepKind::Send, 3, Region{Buffer::Slot, 0, 10, 70000}, Region{}},
+       Step{StepKind::Recv, 4, Region{}, Region{Buffer::Slot, 2, 10, 5}},
+       Step{StepKind::Copy, -1, Region{Buffer::Slot, 0, 8, 1}, Region{Buffer::Slot, 0, 8, 2}}},
+      // What a builder must not make, but the verifier must still see as it is: different
+      // counts (kept whole), a region a kind does not use, an unknown kind.
+      {Step{StepKind::RecvReduce, 1, Region{Buffer::Input, 0, 3}, Region{Buffer::Output, 0, 4}},
+       Step{StepKind::Send, 1, Region{Buffer::Input, 0, 3}, Region{Buffer::Output, 1, 1}},
+       Step{StepKind::Finalize, 2, Region{Buffer::Input, 0, 1}, Region{Buffer::Output, 0, 1}},
+       Step{static_cast<StepKind>(9), 0, Region{Buffer::Output, 1, 2}, Region{}}},
+  };
+  Schedule s;
+  s.end_round();  // nothing added: no round
+  for (const std::vector<Step>& round : rounds) {
+    for (const Step& st : round) s.add(st);
+    s.end_round();
+    s.end_round();  // a round left empty is dropped
+  }
+  ASSERT_EQ(s.round_count(), rounds.size());
+  EXPECT_EQ(s.step_count(), 12u);
+  size_t r = 0;
+  for (const Schedule::Round round : s.rounds()) {
+    ASSERT_EQ(round.size(), rounds[r].size()) << r;
+    size_t i = 0;
+    for (const Step st : round) {
+      EXPECT_TRUE(st == rounds[r][i]) << "round " << r << " step " << i;
+      EXPECT_TRUE(round[i] == rounds[r][i]) << "round " << r << " step " << i;
+      ++i;
+    }
+    ++r;
+  }
+  EXPECT_TRUE(s.rounds().back().back() == rounds.back().back());
+  // 12 records of 32 bytes, 3 steps kept whole, 4 round ends: at least that, capacity aside.
+  EXPECT_GE(s.memory_bytes(), 12 * 32 + 3 * sizeof(Step) + 4 * sizeof(uint32_t));
 }
 
 // Every builder must reject the caller's mistakes with InvalidArgument.

@@ -42,10 +42,11 @@ struct RankState {
   std::array<SymbolicBuffer, 3> mem;
   size_t round = 0;
   bool posted = false;
+  std::vector<Step> steps;     // of the current round, decoded once when it is posted
   std::vector<bool> received;  // per step of the current round
   Bits knows;
   size_t unmatched_sends = 0;  // of the current round; rendezvous mode only
-  bool finished() const { return round == schedule->rounds.size(); }
+  bool finished() const { return round == schedule->round_count(); }
 };
 
 const char* buffer_name(Buffer b) {
@@ -122,8 +123,8 @@ class Verifier {
     const RankState& k = ranks_[r];
     std::ostringstream out;
     out << "rank " << r << " round " << k.round << " step " << step;
-    if (k.round < k.schedule->rounds.size() && step < k.schedule->rounds[k.round].steps.size()) {
-      out << " (" << step_str(k.schedule->rounds[k.round].steps[step]) << ")";
+    if (k.round < k.schedule->round_count() && step < k.schedule->round(k.round).size()) {
+      out << " (" << step_str(k.schedule->round(k.round)[step]) << ")";
     }
     return out.str();
   }
@@ -172,15 +173,15 @@ class Verifier {
 
   // Validates every step of the current round and that concurrent steps do not race.
   void check_round(int r) const {
-    const Round& round = ranks_[r].schedule->rounds[ranks_[r].round];
+    const std::vector<Step>& round = ranks_[r].steps;
     struct Access {
       Place place;
       bool write;
       size_t step;
     };
     std::vector<Access> acc;
-    for (size_t i = 0; i < round.steps.size(); ++i) {
-      const Step& st = round.steps[i];
+    for (size_t i = 0; i < round.size(); ++i) {
+      const Step& st = round[i];
       try {
         switch (st.kind) {
           case StepKind::Send:
@@ -233,12 +234,14 @@ class Verifier {
   }
 
   void post(int r) {
-    check_round(r);
     RankState& k = ranks_[r];
-    const Round& round = k.schedule->rounds[k.round];
-    k.received.assign(round.steps.size(), true);
-    for (size_t i = 0; i < round.steps.size(); ++i) {
-      const Step& st = round.steps[i];
+    const Schedule::Round decoded = k.schedule->round(k.round);
+    k.steps.assign(decoded.begin(), decoded.end());
+    check_round(r);
+    const std::vector<Step>& round = k.steps;
+    k.received.assign(round.size(), true);
+    for (size_t i = 0; i < round.size(); ++i) {
+      const Step& st = round[i];
       try {
         if (st.kind == StepKind::Send) {
           channels_[{r, st.peer}].push_back(
@@ -269,12 +272,12 @@ class Verifier {
   // Matches the round's pending receives, in step order per peer. True when all are done.
   bool receive(int r, bool& moved) {
     RankState& k = ranks_[r];
-    const Round& round = k.schedule->rounds[k.round];
+    const std::vector<Step>& round = k.steps;
     std::vector<int> blocked;  // peers with an earlier receive still unmatched
     bool all = true;
-    for (size_t i = 0; i < round.steps.size(); ++i) {
+    for (size_t i = 0; i < round.size(); ++i) {
       if (k.received[i]) continue;
-      const Step& st = round.steps[i];
+      const Step& st = round[i];
       auto ch = channels_.find({st.peer, r});
       if (std::find(blocked.begin(), blocked.end(), st.peer) != blocked.end() ||
           ch == channels_.end() || ch->second.empty()) {
@@ -331,9 +334,9 @@ class Verifier {
       const RankState& k = ranks_[r];
       if (k.finished()) continue;
       out << " [rank " << r << " round " << k.round << " waits for";
-      const Round& round = k.schedule->rounds[k.round];
-      for (size_t i = 0; i < round.steps.size(); ++i) {
-        if (!k.received[i]) out << " {" << step_str(round.steps[i]) << "}";
+      const Schedule::Round round = k.schedule->round(k.round);
+      for (size_t i = 0; i < round.size(); ++i) {
+        if (!k.received[i]) out << " {" << step_str(round[i]) << "}";
       }
       if (k.unmatched_sends) out << " and " << k.unmatched_sends << " send(s) to be received";
       out << "]";

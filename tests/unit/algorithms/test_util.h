@@ -48,6 +48,25 @@ inline std::vector<size_t> random_layout(const std::vector<size_t>& counts, std:
   return displs;
 }
 
+// A schedule as plain rounds of steps, for tests that write one by hand or edit a built one (to
+// break it on purpose): a Schedule keeps its steps encoded and reads them back as values, so an
+// edit is unpack, change, pack. pack() drops rounds left empty, as Schedule::end_round does.
+using PlainRounds = std::vector<std::vector<Step>>;
+inline PlainRounds unpack(const Schedule& s) {
+  PlainRounds rounds;
+  for (const Schedule::Round round : s.rounds()) rounds.emplace_back(round.begin(), round.end());
+  return rounds;
+}
+inline Schedule pack(const PlainRounds& rounds, size_t scratch_elems = 0) {
+  Schedule s;
+  s.scratch_elems = scratch_elems;
+  for (const std::vector<Step>& round : rounds) {
+    for (const Step& st : round) s.add(st);
+    s.end_round();
+  }
+  return s;
+}
+
 // A round with no steps costs a round trip through the executor for nothing.
 // Elements a rank's schedule sends and receives (Recv and RecvReduce).
 struct Traffic {
@@ -56,8 +75,8 @@ struct Traffic {
 };
 inline Traffic traffic_of(const Schedule& schedule) {
   Traffic t;
-  for (const Round& round : schedule.rounds) {
-    for (const Step& st : round.steps) {
+  for (const Schedule::Round round : schedule.rounds()) {
+    for (const Step st : round) {
       if (st.kind == StepKind::Send) t.sent += st.src.count;
       if (st.kind == StepKind::Recv || st.kind == StepKind::RecvReduce) t.received += st.dst.count;
     }
@@ -67,8 +86,8 @@ inline Traffic traffic_of(const Schedule& schedule) {
 
 inline bool has_empty_round(const std::vector<Schedule>& all) {
   for (const Schedule& s : all) {
-    for (const Round& r : s.rounds) {
-      if (r.steps.empty()) return true;
+    for (const Schedule::Round r : s.rounds()) {
+      if (r.empty()) return true;
     }
   }
   return false;
@@ -77,8 +96,8 @@ inline bool has_empty_round(const std::vector<Schedule>& all) {
 // Zero-element messages are only harmless if the peer expects them too; builders make none.
 inline bool has_empty_message(const std::vector<Schedule>& all) {
   for (const Schedule& s : all) {
-    for (const Round& r : s.rounds) {
-      for (const Step& st : r.steps) {
+    for (const Schedule::Round r : s.rounds()) {
+      for (const Step st : r) {
         if (st.kind == StepKind::Send && st.src.count == 0) return true;
         if (st.kind == StepKind::Recv && st.dst.count == 0) return true;
       }

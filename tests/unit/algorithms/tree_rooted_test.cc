@@ -112,9 +112,9 @@ TEST(TreeRootedShape, FollowsRelabelledTreeZero) {
         for (int r = 0; r < n; ++r) {
           const TreeLinks links = double_binary_tree_links(n, node(r), 0);
           size_t rounds_bound = k + max_depth(n) * (kind == Kind::Broadcast ? 1 : 2) + 1;
-          EXPECT_LE(s[r].rounds.size(), rounds_bound) << n << " " << r;
-          for (const Round& round : s[r].rounds) {
-            for (const Step& st : round.steps) {
+          EXPECT_LE(s[r].round_count(), rounds_bound) << n << " " << r;
+          for (const Schedule::Round round : s[r].rounds()) {
+            for (const Step st : round) {
               if (st.peer < 0) continue;
               const int u = node(st.peer);
               const bool to_child = u == links.children[0] || u == links.children[1];
@@ -234,7 +234,7 @@ TEST(TreeRootedShape, ReduceMatchesTheRealSum) {
 
 TEST(TreeRootedShape, EmptyCountAndOneRank) {
   for (Kind kind : {Kind::Broadcast, Kind::Reduce}) {
-    for (const Schedule& s : build(kind, 5, 3, 0, 0, {})) EXPECT_TRUE(s.rounds.empty());
+    for (const Schedule& s : build(kind, 5, 3, 0, 0, {})) EXPECT_TRUE(s.rounds().empty());
   }
   EXPECT_EQ(tree_broadcast(TreeParams{1, 0, 9, 4, {}}, 0).describe(),
             "round 0: Copy src=Input[0,9) dst=Output[0,9)\n");
@@ -262,12 +262,14 @@ TEST(DoubleBinaryTreeOrder, IsTheIdentityScheduleRelabelled) {
     for (OrderKind kind : {OrderKind::Reversed, OrderKind::Shuffled}) {
       const std::vector<int> order = test::make_order(kind, n);
       for (int p = 0; p < n; ++p) {
-        Schedule expected = double_binary_tree_allreduce(TreeParams{n, p, 1001, 64, {}});
-        for (Round& round : expected.rounds) {
-          for (Step& st : round.steps) {
+        const Schedule identity = double_binary_tree_allreduce(TreeParams{n, p, 1001, 64, {}});
+        test::PlainRounds rounds = test::unpack(identity);
+        for (std::vector<Step>& round : rounds) {
+          for (Step& st : round) {
             if (st.peer >= 0) st.peer = order[st.peer];
           }
         }
+        const Schedule expected = test::pack(rounds, identity.scratch_elems);
         const Schedule got = double_binary_tree_allreduce(TreeParams{n, order[p], 1001, 64, order});
         EXPECT_EQ(got.describe(), expected.describe()) << n << " " << p;
       }

@@ -73,13 +73,13 @@ TEST(VerifierAccepts, DirectAllgather) {
   for (int n : {1, 2, 5}) {
     for (size_t c : {size_t{0}, size_t{1}, size_t{6}}) {
       const auto s = test::for_all_ranks(n, [&](int r) {
-        Round round{{copy(in(0, c), out(r * c, c))}};
+        std::vector<Step> round{copy(in(0, c), out(r * c, c))};
         for (int k = 1; k < n; ++k) {
-          round.steps.push_back(send((r + k) % n, in(0, c)));
+          round.push_back(send((r + k) % n, in(0, c)));
           const int from = (r - k + n) % n;
-          round.steps.push_back(recv(from, out(from * c, c)));
+          round.push_back(recv(from, out(from * c, c)));
         }
-        return Schedule{{round}, 0};
+        return test::pack({round});
       });
       for (bool ip : {false, true}) {
         EXPECT_EQ(verify::verify(s, verify::allgather_problem(n, c, ip)), "") << n << " " << c;
@@ -92,18 +92,20 @@ TEST(VerifierAccepts, DirectAlltoall) {
   const int n = 4;
   const size_t c = 3;
   const auto s = test::for_all_ranks(n, [&](int r) {
-    Round round{{copy(in(r * c, c), out(r * c, c))}};
+    std::vector<Step> round{copy(in(r * c, c), out(r * c, c))};
     for (int q = 0; q < n; ++q) {
       if (q == r) continue;
-      round.steps.push_back(send(q, in(q * c, c)));
-      round.steps.push_back(recv(q, out(q * c, c)));
+      round.push_back(send(q, in(q * c, c)));
+      round.push_back(recv(q, out(q * c, c)));
     }
-    return Schedule{{round}, 0};
+    return test::pack({round});
   });
   EXPECT_EQ(verify::verify(s, verify::alltoall_problem(n, c)), "");
   // Blocks landing in the wrong slot are caught.
   auto bad = s;
-  std::swap(bad[2].rounds[0].steps[2].dst, bad[2].rounds[0].steps[4].dst);
+  test::PlainRounds edit = test::unpack(bad[2]);
+  std::swap(edit[0][2].dst, edit[0][4].dst);
+  bad[2] = test::pack(edit);
   expect_rejected(bad, verify::alltoall_problem(n, c), "expected");
 }
 
@@ -113,14 +115,14 @@ TEST(VerifierAccepts, DirectReduceScatterThroughScratch) {
   const auto s = test::for_all_ranks(n, [&](int r) {
     Schedule sc;
     sc.scratch_elems = c;
-    Round first{{copy(in(r * c, c), scratch(0, c))}};
-    for (int k = 1; k < n; ++k) first.steps.push_back(send((r + k) % n, in(((r + k) % n) * c, c)));
-    sc.rounds.push_back(first);
+    sc.add(copy(in(r * c, c), scratch(0, c)));
+    for (int k = 1; k < n; ++k) sc.add(send((r + k) % n, in(((r + k) % n) * c, c)));
+    sc.end_round();
     for (int k = 1; k < n; ++k) {
-      sc.rounds.push_back(Round{{reduce((r - k + n) % n, scratch(0, c), scratch(0, c))}});
+      sc.add_round({reduce((r - k + n) % n, scratch(0, c), scratch(0, c))});
     }
-    sc.rounds.push_back(Round{{finalize(scratch(0, c))}});
-    sc.rounds.push_back(Round{{copy(scratch(0, c), out(0, c))}});
+    sc.add_round({finalize(scratch(0, c))});
+    sc.add_round({copy(scratch(0, c), out(0, c))});
     return sc;
   });
   for (bool ip : {false, true}) {
@@ -134,21 +136,21 @@ TEST(VerifierAccepts, LinearReduce) {
   const auto s = test::for_all_ranks(n, [&](int r) {
     Schedule sc;
     if (r != root) {
-      sc.rounds.push_back(Round{{send(root, in(0, c))}});
+      sc.add_round({send(root, in(0, c))});
       return sc;
     }
-    sc.rounds.push_back(Round{{copy(in(0, c), out(0, c))}});
+    sc.add_round({copy(in(0, c), out(0, c))});
     for (int q = 0; q < n; ++q) {
-      if (q != root) sc.rounds.push_back(Round{{reduce(q, out(0, c), out(0, c))}});
+      if (q != root) sc.add_round({reduce(q, out(0, c), out(0, c))});
     }
-    sc.rounds.push_back(Round{{finalize(out(0, c))}});
+    sc.add_round({finalize(out(0, c))});
     return sc;
   });
   for (bool ip : {false, true}) {
     EXPECT_EQ(verify::verify(s, verify::reduce_problem(n, c, root, ip)), "");
   }
   auto bad = s;
-  bad[0].rounds.push_back(Round{{copy(in(0, c), out(0, c))}});  // non-root recvbuff may be NULL
+  bad[0].add_round({copy(in(0, c), out(0, c))});  // non-root recvbuff may be NULL
   expect_rejected(bad, verify::reduce_problem(n, c, root, false), "NULL");
 }
 
@@ -156,41 +158,49 @@ TEST(VerifierAccepts, LinearReduce) {
 
 TEST(VerifierRejects, DroppedStep) {
   auto s = ring_allreduce_all(4, 12);
-  auto& steps = s[2].rounds[0].steps;
+  test::PlainRounds rounds = test::unpack(s[2]);
+  std::vector<Step>& steps = rounds[0];
   ASSERT_EQ(steps[1].kind, StepKind::RecvReduce);
   steps.erase(steps.begin() + 1);
+  s[2] = test::pack(rounds, s[2].scratch_elems);
   EXPECT_NE(verify::verify(s, verify::allreduce_problem(4, 12, false)), "");
 }
 
 TEST(VerifierRejects, SwappedPieces) {
   auto s = ring_allreduce_all(4, 12);  // pieces of 3: a swap keeps every message size
-  auto& rounds = s[1].rounds;
+  test::PlainRounds rounds = test::unpack(s[1]);
   // Rank 1 receives pieces 1, 0, 3 in the three allgather rounds; take 3 first and 1 last.
   const size_t last = rounds.size() - 1;
-  ASSERT_EQ(rounds[last].steps[1].kind, StepKind::Recv);
-  std::swap(rounds[last].steps[1].dst, rounds[last - 2].steps[1].dst);
+  ASSERT_EQ(rounds[last][1].kind, StepKind::Recv);
+  std::swap(rounds[last][1].dst, rounds[last - 2][1].dst);
+  s[1] = test::pack(rounds, s[1].scratch_elems);
   expect_rejected(s, verify::allreduce_problem(4, 12, false), "expected");
 }
 
 TEST(VerifierRejects, FinalizeTwiceOrNever) {
   auto twice = ring_allreduce_all(3, 9);
-  twice[0].rounds.push_back(Round{{finalize(out(0, 9))}});
+  twice[0].add_round({finalize(out(0, 9))});
   expect_rejected(twice, verify::allreduce_problem(3, 9, false), "already finalized");
 
   auto never = ring_allreduce_all(3, 9);
-  for (size_t i = 0; i < never[2].rounds.size(); ++i) {
-    if (never[2].rounds[i].steps[0].kind == StepKind::Finalize) {
-      never[2].rounds.erase(never[2].rounds.begin() + i);
+  test::PlainRounds rounds = test::unpack(never[2]);
+  for (size_t i = 0; i < rounds.size(); ++i) {
+    if (rounds[i][0].kind == StepKind::Finalize) {
+      rounds.erase(rounds.begin() + static_cast<std::ptrdiff_t>(i));
       break;
     }
   }
+  ASSERT_EQ(rounds.size() + 1, never[2].round_count());
+  never[2] = test::pack(rounds, never[2].scratch_elems);
   expect_rejected(never, verify::allreduce_problem(3, 9, false), "expected final{");
 }
 
 TEST(VerifierRejects, ReduceIntoFinalizedData) {
   // Finalizing a partial sum early: the next reduction folds more data into an average.
   auto s = ring_allreduce_all(3, 9);
-  s[1].rounds.insert(s[1].rounds.begin() + 1, Round{{finalize(out(0, 3))}});
+  test::PlainRounds rounds = test::unpack(s[1]);
+  rounds.insert(rounds.begin() + 1, {finalize(out(0, 3))});
+  s[1] = test::pack(rounds, s[1].scratch_elems);
   expect_rejected(s, verify::allreduce_problem(3, 9, false), "finalized");
 }
 
@@ -200,7 +210,9 @@ TEST(VerifierRejects, LocalOperandFromOutputOnlyOutOfPlace) {
   // needed, and the verifier tells them apart.
   auto s = ring_allreduce_all(4, 8);
   for (auto& sched : s) {
-    for (size_t i = 1; i < 3; ++i) sched.rounds[i].steps[1].src.buffer = Buffer::Output;
+    test::PlainRounds rounds = test::unpack(sched);
+    for (size_t i = 1; i < 3; ++i) rounds[i][1].src.buffer = Buffer::Output;
+    sched = test::pack(rounds, sched.scratch_elems);
   }
   expect_rejected(s, verify::allreduce_problem(4, 8, false), "garbage");
   EXPECT_EQ(verify::verify(s, verify::allreduce_problem(4, 8, true)), "");
@@ -213,10 +225,10 @@ TEST(VerifierRejects, InPlaceOnlyBug) {
   const size_t c = 3;
   const auto s = test::for_all_ranks(n, [&](int r) {
     const int peer = 1 - r;
-    return Schedule{
-        {Round{{send(peer, in(0, c))}}, Round{{recv(peer, out(r * c, c))}},
-         Round{{copy(out(r * c, c), out(peer * c, c))}}, Round{{copy(in(0, c), out(r * c, c))}}},
-        0};
+    return test::pack({{send(peer, in(0, c))},
+                       {recv(peer, out(r * c, c))},
+                       {copy(out(r * c, c), out(peer * c, c))},
+                       {copy(in(0, c), out(r * c, c))}});
   });
   EXPECT_EQ(verify::verify(s, verify::allgather_problem(n, c, false)), "");
   expect_rejected(s, verify::allgather_problem(n, c, true), "expected");
@@ -226,17 +238,17 @@ TEST(VerifierRejects, DoubleCounting) {
   // Each rank sums both inputs, then adds the peer's sum again.
   const auto s = test::for_all_ranks(2, [&](int r) {
     const int peer = 1 - r;
-    return Schedule{{Round{{send(peer, in(0, 1)), reduce(peer, in(0, 1), out(0, 1))}},
-                     Round{{send(peer, out(0, 1))}}, Round{{reduce(peer, out(0, 1), out(0, 1))}},
-                     Round{{finalize(out(0, 1))}}},
-                    0};
+    return test::pack({{send(peer, in(0, 1)), reduce(peer, in(0, 1), out(0, 1))},
+                       {send(peer, out(0, 1))},
+                       {reduce(peer, out(0, 1), out(0, 1))},
+                       {finalize(out(0, 1))}});
   });
   expect_rejected(s, verify::allreduce_problem(2, 1, false), "2*in0");
 }
 
 // ---- broken mechanics ----
 
-Schedule two_step(Step a, Step b) { return Schedule{{Round{{a}}, Round{{b}}}, 0}; }
+Schedule two_step(Step a, Step b) { return test::pack({{a}, {b}}); }
 
 TEST(VerifierRejects, Deadlock) {
   const auto s = test::for_all_ranks(
@@ -259,23 +271,21 @@ TEST(VerifierRejects, HeadToHeadSendsOnlyWithoutBuffering) {
 }
 
 TEST(VerifierRejects, MessageSizeMismatch) {
-  std::vector<Schedule> s = {Schedule{{Round{{send(1, in(0, 3))}}}, 0},
-                             Schedule{{Round{{recv(0, out(0, 2))}}}, 0}};
+  std::vector<Schedule> s = {test::pack({{send(1, in(0, 3))}}), test::pack({{recv(0, out(0, 2))}})};
   expect_rejected(s, verify::allreduce_problem(2, 3, false),
                   "receives 2 elements but rank 0 sent 3");
 }
 
 TEST(VerifierRejects, MessageNeverReceived) {
-  std::vector<Schedule> s = {Schedule{{Round{{send(1, in(0, 3)), send(1, in(0, 3))}}}, 0},
-                             Schedule{{Round{{recv(0, out(0, 3))}}}, 0}};
+  std::vector<Schedule> s = {test::pack({{send(1, in(0, 3)), send(1, in(0, 3))}}),
+                             test::pack({{recv(0, out(0, 3))}})};
   expect_rejected(s, verify::broadcast_problem(2, 3, 0, false), "never received");
 }
 
 TEST(VerifierRejects, BadRegionsPeersAndBuffers) {
   const Problem p = verify::broadcast_problem(2, 4, 0, false);
   const auto one = [&](Step root_step, Step other_step) {
-    return std::vector<Schedule>{Schedule{{Round{{root_step}}}, 0},
-                                 Schedule{{Round{{other_step}}}, 0}};
+    return std::vector<Schedule>{test::pack({{root_step}}), test::pack({{other_step}})};
   };
   expect_rejected(one(send(1, in(2, 3)), recv(0, out(0, 3))), p, "out of bounds");
   expect_rejected(one(send(1, in(0, 3)), recv(0, out(2, 3))), p, "out of bounds");
@@ -292,19 +302,16 @@ TEST(VerifierRejects, BadRegionsPeersAndBuffers) {
 
 TEST(VerifierRejects, RaceWithinARound) {
   const auto s = test::for_all_ranks(2, [](int r) {
-    return Schedule{{Round{{send(1 - r, out(0, 2)), recv(1 - r, out(1, 2))}}}, 0};
+    return test::pack({{send(1 - r, out(0, 2)), recv(1 - r, out(1, 2))}});
   });
   expect_rejected(s, verify::allreduce_problem(2, 4, false), "same memory");
-  const auto overlap = test::for_all_ranks(1, [](int) {
-    return Schedule{{Round{{copy(out(0, 3), out(1, 3))}}}, 0};
-  });
+  const auto overlap =
+      test::for_all_ranks(1, [](int) { return test::pack({{copy(out(0, 3), out(1, 3))}}); });
   expect_rejected(overlap, verify::allreduce_problem(1, 4, false), "overlap");
 }
 
 TEST(VerifierRejects, FinalizeOfGarbage) {
-  const auto s = test::for_all_ranks(1, [](int) {
-    return Schedule{{Round{{finalize(out(0, 2))}}}, 0};
-  });
+  const auto s = test::for_all_ranks(1, [](int) { return test::pack({{finalize(out(0, 2))}}); });
   expect_rejected(s, verify::allreduce_problem(1, 2, false), "Finalize of garbage");
 }
 
@@ -318,7 +325,9 @@ TEST(VerifierRejects, NonRootReadsItsInputInBroadcast) {
   });
   ASSERT_EQ(verify::verify(s, verify::broadcast_problem(3, 6, 0, false)), "");
   // Rank 1 forwards from its own Input instead of what it received.
-  s[1].rounds[1].steps[0].src.buffer = Buffer::Input;
+  test::PlainRounds rounds = test::unpack(s[1]);
+  rounds[1][0].src.buffer = Buffer::Input;
+  s[1] = test::pack(rounds, s[1].scratch_elems);
   for (bool ip : {false, true}) {
     expect_rejected(s, verify::broadcast_problem(3, 6, 0, ip), "NULL");
   }
@@ -327,7 +336,11 @@ TEST(VerifierRejects, NonRootReadsItsInputInBroadcast) {
 TEST(VerifierRejects, BarrierMissingItsLastRound) {
   const int n = 5;
   auto s = test::for_all_ranks(n, [&](int r) { return dissemination_barrier(n, r); });
-  for (auto& one : s) one.rounds.pop_back();
+  for (auto& one : s) {
+    test::PlainRounds rounds = test::unpack(one);
+    rounds.pop_back();
+    one = test::pack(rounds, one.scratch_elems);
+  }
   expect_rejected(s, verify::barrier_problem(n), "before hearing");
 }
 
