@@ -46,12 +46,13 @@ std::string describe_ranks(std::span<const int> ranks) {
   return text;
 }
 
-ExecOp reduction_op(cclDataType_t type, cclRedOp_t op, int nranks) {
+ExecOp reduction_op(cclDataType_t type, cclRedOp_t op, int nranks, const MemoryKernels* kernels) {
   ExecOp exec;
+  exec.kernels = kernels;
   exec.elem_size = reduce::datatype_size(type);
-  exec.reduce = reduce::reduce_kernel(type, op);
+  exec.reduce = kernels->reduce(type, op);
   if (op == cclAvg) {
-    exec.divide = reduce::divide_kernel(type);
+    exec.divide = kernels->divide(type);
     exec.divisor = static_cast<uint64_t>(nranks);
   }
   return exec;
@@ -61,7 +62,7 @@ void StepSink::consume(const std::byte* piece, size_t offset, size_t len) {
   if (src_ != nullptr) {
     op_->reduce(dst_ + offset, src_ + offset, piece, len / op_->elem_size);
   } else if (dst_ + offset != piece) {
-    memcpy(dst_ + offset, piece, len);
+    op_->kernels->copy(dst_ + offset, piece, len);
   }
 }
 
@@ -107,7 +108,7 @@ void Executor::run_round(Schedule::Round round, const ExecBuffers& buffers, cons
       case StepKind::Copy: {
         std::byte* dst = region_address(buffers, step.dst, es);
         const std::byte* src = region_address(buffers, step.src, es);
-        if (dst != src && step.dst.count > 0) memmove(dst, src, step.dst.count * es);
+        if (dst != src && step.dst.count > 0) op.kernels->move(dst, src, step.dst.count * es);
         break;
       }
       case StepKind::Finalize:

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "algorithms/memory_kernels.h"
 #include "algorithms/reduce/reduce.h"
 #include "algorithms/schedule.h"
 #include "base/deadline.h"
@@ -30,13 +31,18 @@ struct ExecBuffers {
 
 struct ExecOp {
   size_t elem_size = 0;
+  // The kernels of the call's memory kind (memory_kernels.h): every copy and move of the executor
+  // goes through them; the reduce and divide below come from the same row.
+  const MemoryKernels* kernels = kernels_for(MemoryKind::Host);
   reduce::ReduceFn reduce = nullptr;  // for RecvReduce steps
   reduce::DivideFn divide = nullptr;  // for Finalize steps; nullptr: Finalize is a no-op
   uint64_t divisor = 1;
 };
 
-// The ExecOp of a reduction of `type` by `op` over `nranks` ranks (avg: sum, then divide).
-ExecOp reduction_op(cclDataType_t type, cclRedOp_t op, int nranks);
+// The ExecOp of a reduction of `type` by `op` over `nranks` ranks (avg: sum, then divide), with
+// the kernels of `kernels` (the call's memory kind).
+ExecOp reduction_op(cclDataType_t type, cclRedOp_t op, int nranks,
+                    const MemoryKernels* kernels = kernels_for(MemoryKind::Host));
 
 struct WaitPolicy {
   std::chrono::microseconds spin{20};
