@@ -1,5 +1,5 @@
-#include "core/api_guard.h"
 #include "base/error.h"
+#include "core/api_guard.h"
 #include "core/stream.h"
 
 using namespace ccl;
@@ -25,10 +25,7 @@ cclEvent* checked(cclEvent_t event, const char* function) {
 cclResult_t reach(const StreamPoint& point, bool run, const char* function) {
   if (!point.core) return cclSuccess;
   const bool reached = run ? point.core->run_until(point.seq) : point.core->wait_until(point.seq);
-  if (!reached) {
-    throw_error(cclTimeout, "%s: the event's stream completed nothing for %lld ms", function,
-                static_cast<long long>(point.core->stall_bound().count()));
-  }
+  if (!reached) point.core->throw_stalled(function);
   return point.status();
 }
 

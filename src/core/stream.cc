@@ -1,7 +1,6 @@
 #include "core/stream.h"
 
 #include "base/config.h"
-#include "base/error.h"
 
 namespace {
 // How long an idle worker polls for new work (yielding its core) before it sleeps: CCL_YIELD_US,
@@ -23,10 +22,7 @@ cclStream::~cclStream() {
 }
 
 cclResult_t cclStream::synchronize() {
-  if (!drain()) {
-    ccl::throw_error(cclTimeout, "cclStreamSynchronize: the stream completed nothing for %lld ms",
-                     static_cast<long long>(core_->stall_bound().count()));
-  }
+  if (!drain()) core_->throw_stalled("cclStreamSynchronize");
   return core_->take_error();
 }
 

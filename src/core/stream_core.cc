@@ -3,6 +3,7 @@
 #include <thread>
 
 #include "base/config.h"
+#include "base/error.h"
 
 namespace ccl {
 
@@ -62,6 +63,11 @@ cclResult_t StreamCore::peek_error() const {
 
 std::chrono::milliseconds StreamCore::stall_bound() const {
   return std::chrono::milliseconds(longest_timeout_ms_.load()) + kStallGrace;
+}
+
+void StreamCore::throw_stalled(const char* what) const {
+  throw_error(cclTimeout, "%s: the stream completed nothing for %lld ms", what,
+              static_cast<long long>(stall_bound().count()));
 }
 
 bool StreamCore::pop(WorkItem* item, uint64_t* seq) {

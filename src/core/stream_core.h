@@ -55,6 +55,8 @@ class StreamCore {
   // The longest timeout of the work queued so far (CCL_TIMEOUT at least) plus a grace: how long
   // a waiter lets the stream go without completing an item.
   std::chrono::milliseconds stall_bound() const;
+  // Throws cclTimeout for a run_until/wait_until of `what` that returned false.
+  [[noreturn]] void throw_stalled(const char* what) const;
   // The first failure since the previous call (cclStreamSynchronize's result); clears it.
   cclResult_t take_error();
   // The first failure since the previous take_error(), left as it is.
