@@ -41,6 +41,17 @@ void with_ranks(int nranks, int timeout_ms, const std::function<void(int, cclCom
   }
 }
 
+// Joins its threads when it goes out of scope, also when an ASSERT returns early (a joinable
+// std::thread destroyed would terminate the whole test binary).
+struct JoinAll {
+  std::vector<std::thread> threads;
+  ~JoinAll() {
+    for (auto& t : threads) {
+      if (t.joinable()) t.join();
+    }
+  }
+};
+
 // Spins (yielding) until `flag` is set, for at most 20 s.
 void await(const std::atomic<bool>& flag) {
   const auto until = Clock::now() + std::chrono::seconds(20);
@@ -119,7 +130,8 @@ TEST(Event, ManyThreadsQueryAndSynchronize) {
       }
       checked.fetch_add(1);
     };
-    std::vector<std::thread> waiters;
+    JoinAll joined;
+    std::vector<std::thread>& waiters = joined.threads;
     waiters.emplace_back([&] {  // synchronizes in order
       for (int k = 0; k < kOps; ++k) {
         await_recorded(k);
@@ -156,7 +168,7 @@ TEST(Event, ManyThreadsQueryAndSynchronize) {
       ASSERT_EQ(cclEventRecord(events[k], stream), cclSuccess);
       recorded.store(k + 1);
     }
-    for (auto& t : waiters) t.join();
+    for (auto& t : waiters) t.join();  // before the checks below
     EXPECT_EQ(checked.load(), 3 * kOps);
     EXPECT_EQ(cclStreamSynchronize(stream), cclSuccess);
     EXPECT_EQ(cclStreamDestroy(stream), cclSuccess);
@@ -234,7 +246,13 @@ TEST(Event, AfterATimedOutOperationReportsTheTimeout) {
   std::atomic<bool> done{false};
   cclUniqueId id;
   ASSERT_EQ(cclGetUniqueId(&id), cclSuccess);
-  std::thread idle([&] {
+  JoinAll joined;  // the idle rank is told to go (done) before it is joined, on every path
+  struct SetOnExit {
+    std::atomic<bool>& flag;
+    ~SetOnExit() { flag.store(true); }
+  };
+  const SetOnExit release{done};
+  std::thread& idle = joined.threads.emplace_back([&] {
     cclConfig_t config = CCL_CONFIG_INITIALIZER;
     config.timeoutMs = 20000;
     cclComm_t comm = nullptr;
@@ -243,7 +261,8 @@ TEST(Event, AfterATimedOutOperationReportsTheTimeout) {
     (void)cclCommAbort(comm);
   });
   cclConfig_t config = CCL_CONFIG_INITIALIZER;
-  config.timeoutMs = 400;
+  // Long enough for init under TSan on a loaded machine (400 ms was not), short for the test.
+  config.timeoutMs = 3000;
   cclComm_t comm = nullptr;
   ASSERT_EQ(cclCommInitRankConfig(&comm, kRanks, id, 0, &config), cclSuccess);
   cclStream_t stream = nullptr, other = nullptr;
