@@ -19,16 +19,25 @@ class Error : public std::runtime_error {
   // A failure that points at another rank: `culprit` is the rank found dead or awaited in vain,
   // `origin` the rank that found it (-1: this one). The communicator tells every peer (so that
   // all ranks fail fast, naming the same culprit); see transport.h FailureNotice.
-  Error(cclResult_t code, const std::string& message, int culprit, int origin = -1)
-      : std::runtime_error(message), code_(code), culprit_(culprit), origin_(origin) {}
+  // `origin_aborted`: the origin aborted its communicator (cclCommAbort) rather than failed; a
+  // relayed notice keeps saying so (failure_notice.h: an abort ends only the waits that need it).
+  Error(cclResult_t code, const std::string& message, int culprit, int origin = -1,
+        bool origin_aborted = false)
+      : std::runtime_error(message),
+        code_(code),
+        culprit_(culprit),
+        origin_(origin),
+        origin_aborted_(origin_aborted) {}
   cclResult_t code() const { return code_; }
   int culprit() const { return culprit_; }
   int origin() const { return origin_; }
+  bool origin_aborted() const { return origin_aborted_; }
 
  private:
   cclResult_t code_;
   int culprit_ = -1;
   int origin_ = -1;
+  bool origin_aborted_ = false;
 };
 
 // printf-style helpers that build the message and throw.

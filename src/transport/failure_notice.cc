@@ -11,6 +11,7 @@ FailureNotice notice_for(const Error& error, int self) {
   n.code = error.code();
   n.origin = error.origin() >= 0 ? error.origin() : self;
   n.culprit = error.culprit();
+  if (error.origin_aborted()) n.kind = FailureNotice::kAborted;
   return n;
 }
 
@@ -38,7 +39,7 @@ void throw_notice(const FailureNotice& notice, int via) {
     message = origin + " lost rank " + std::to_string(notice.culprit);
   }
   if (via != notice.origin) message += " (told by rank " + std::to_string(via) + ")";
-  throw Error(code, message, notice.culprit, notice.origin);
+  throw Error(code, message, notice.culprit, notice.origin, notice.kind == FailureNotice::kAborted);
 }
 
 }  // namespace ccl::transport

@@ -13,6 +13,10 @@ class Error;
 namespace ccl::transport {
 
 struct FailureNotice {
+  // kFailed ends every wait of a peer (its operation cannot complete without this rank, directly
+  // or through others). kAborted (cclCommAbort) ends only a wait that needs this rank, and an
+  // idle peer's check_health: the aborting rank may have finished its part of the operation its
+  // peers are still completing among themselves.
   enum Kind : int32_t { kFailed = 0, kAborted = 1 };
   int32_t code = 0;  // the cclResult_t the origin failed with
   int32_t kind = kFailed;

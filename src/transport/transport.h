@@ -15,7 +15,8 @@
 // peers waiting for it (directly or through others) would wait until their timeout. Instead the
 // communicator calls notify_failure() on every transport, which tells every connected peer; a
 // peer's wait() or progress() then throws the notice as its own error (failure_notice.h). So a
-// death seen by one rank reaches all of them within a wake-up, naming the same culprit.
+// death seen by one rank reaches all of them within a wake-up, naming the same culprit. An abort
+// notice, and a goodbye (a destroyed communicator), fail only a wait that needs that peer.
 #pragma once
 
 #include <chrono>

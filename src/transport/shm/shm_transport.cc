@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "core/bootstrap/store.h"
 #include "base/config.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "core/bootstrap/store.h"
 #include "transport/shm/doorbell.h"
 #include "transport/shm/peer_failures.h"
 #include "transport/shm/peer_liveness.h"
@@ -115,7 +115,10 @@ class ShmTransport final : public Transport {
     // Peers that outlive us must not take our exit for a failure (check_health).
     if (own_failure_ != nullptr) {
       uint32_t live = shm::FailureLine::kLive;
-      own_failure_->state.compare_exchange_strong(live, shm::FailureLine::kDeparted);
+      if (own_failure_->state.compare_exchange_strong(live, shm::FailureLine::kDeparted)) {
+        // A peer asleep waiting for us learns of the goodbye now, not at its next liveness slice.
+        for (Doorbell* bell : peer_bells_) shm::doorbell_force(bell);
+      }
     }
     // Connections point into the mappings: drop them first (members would do it in reverse
     // declaration order anyway; this keeps the dependency explicit).
@@ -369,12 +372,17 @@ bool ShmTransport::any_ready() const {
 void ShmTransport::wait(std::chrono::microseconds timeout) {
   Doorbell* bell = bell_.load(std::memory_order_acquire);
   auto slice = std::chrono::duration_cast<std::chrono::microseconds>(options_.liveness_interval);
+  // The peers this wait needs: those with a message pending on their connection.
+  const auto awaited = [&](int rank) {
+    return std::any_of(connections_.begin(), connections_.end(),
+                       [&](const auto& c) { return c->peer() == rank && c->busy(); });
+  };
   const bool slept = shm::doorbell_sleep(
-      bell, interrupt_pending_, [&] { return any_ready() || peer_failures_.any(); },
+      bell, interrupt_pending_, [&] { return any_ready() || peer_failures_.any(awaited); },
       std::min(timeout, slice));
   // What a failed peer sent before its notice is still good: only a wait with nothing to take
   // fails (the executor comes back here once it has taken what is there).
-  if (!any_ready()) peer_failures_.throw_if_any();
+  if (!any_ready()) peer_failures_.throw_if_any(awaited);
   if (slept) check_liveness();
 }
 
@@ -398,12 +406,15 @@ void ShmTransport::check_health() {
 
 void ShmTransport::check_liveness() {
   for (auto& c : connections_) {
-    if (!c->busy() || !c->liveness().exited()) continue;
-    // Drain first: what the peer wrote before it died is still good.
-    c->progress();
-    if (c->busy()) {
-      c->liveness().throw_exited(c->peer());
+    if (!c->busy()) continue;
+    const bool departed = peer_failures_.departed(c->peer());
+    if (!departed && !c->liveness().exited()) continue;
+    // Drain first: what the peer wrote before it died or left is still good.
+    while (c->progress()) {
     }
+    if (!c->busy()) continue;
+    if (c->liveness().exited()) c->liveness().throw_exited(c->peer());
+    shm::PeerFailures::throw_departed(c->peer());
   }
 }
 

@@ -41,15 +41,21 @@ void ShmWindow::ring_peers() {
 void ShmWindow::wait_for(int rank, unsigned parity, uint64_t value,
                          std::chrono::microseconds timeout) {
   flush();
+  const auto awaited = [rank](int peer) { return peer == rank; };
   const bool slept = doorbell_sleep(
       views_[rank_].bell, *interrupt_pending_,
-      [&] { return flag(rank, parity) >= value || peer_failures_->any(); },
+      [&] { return flag(rank, parity) >= value || peer_failures_->any(awaited); },
       std::min(timeout, liveness_interval_));
-  if (flag(rank, parity) < value) peer_failures_->throw_if_any();
-  // Only the awaited rank matters: another may have finished this operation and exited.
+  if (flag(rank, parity) >= value) return;
+  peer_failures_->throw_if_any(awaited);
+  // Only the awaited rank matters: another may have finished this operation and exited. The
+  // flag is read again after the state: what the peer stored before it left is visible then.
   const PeerLiveness* liveness = views_[rank].liveness;
-  if (slept && liveness != nullptr && flag(rank, parity) < value && liveness->exited()) {
+  if (slept && liveness != nullptr && liveness->exited() && flag(rank, parity) < value) {
     liveness->throw_exited(rank);
+  }
+  if (peer_failures_->departed(rank) && flag(rank, parity) < value) {
+    PeerFailures::throw_departed(rank);
   }
 }
 

@@ -31,7 +31,8 @@ class ShmWindow final : public SharedWindow {
   // transport's flag, set by interrupt() before it rings our doorbell.
   // A sleep lasts at most `liveness_interval`, so a dead awaited rank is noticed (the
   // transport's ShmOptions::liveness_interval). A failure notice posted by any peer
-  // (`peer_failures`, the transport's) ends a wait with that notice's error.
+  // (`peer_failures`, the transport's) ends a wait with that notice's error; an abort notice,
+  // or a goodbye, only a wait for that peer's flag.
   ShmWindow(int rank, std::vector<WindowView> views, size_t capacity,
             std::atomic<bool>* interrupt_pending, std::chrono::milliseconds liveness_interval,
             const PeerFailures* peer_failures);

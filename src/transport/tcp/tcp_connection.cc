@@ -63,13 +63,14 @@ void TcpConnection::send_notice(const FailureNotice& notice) {
   ::shutdown(socket_.fd(), SHUT_WR);
 }
 
-bool TcpConnection::idle_peer_gone() {
+bool TcpConnection::idle_peer_gone(bool abort_fails) {
   NoticeFrame frame{};
   const ssize_t n = peek_frame(&frame);
   if (n < 0) return !is_transient(errno);  // ECONNRESET and the like: gone
   if (n == 0) return true;                 // closed without a word
   if (static_cast<size_t>(n) < sizeof(frame) || frame.magic != kNoticeMagic) return false;
   if (frame.kind == kDeparted) return false;
+  if (!abort_fails && frame.kind == FailureNotice::kAborted) return false;
   fail_notice(frame);
 }
 

@@ -13,9 +13,9 @@
 #include <optional>
 #include <string>
 
+#include "base/error.h"
 #include "ccl/ccl.h"
 #include "core/bootstrap/socket.h"
-#include "base/error.h"
 #include "transport/failure_notice.h"
 #include "transport/tcp/tcp_wire.h"
 #include "transport/transport.h"
@@ -44,8 +44,10 @@ class TcpConnection final : public Connection {
   void send_notice(const FailureNotice& notice);
   // For a connection with nothing posted: what the peer's closing or waiting bytes mean. Throws
   // the peer's failure notice; returns true if the peer is gone without a goodbye (a crash),
-  // false if it left cleanly, or nothing is known (data of a later message is waiting).
-  bool idle_peer_gone();
+  // false if it left cleanly, or nothing is known (data of a later message is waiting). With
+  // `abort_fails` false a peer's abort notice is left unread, as a goodbye: a wait inside an
+  // operation that does not need this peer must not fail for it (failure_notice.h).
+  bool idle_peer_gone(bool abort_fails = true);
   // The peer's failure notice if it has been read, or can be seen without consuming anything
   // (nothing half read); else nothing.
   std::optional<FailureNotice> peek_notice();

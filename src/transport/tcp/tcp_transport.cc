@@ -111,9 +111,9 @@ class TcpTransport final : public Transport {
           if (polled[i]->busy()) {
             polled[i]->progress();
           } else {
-            // Its notice throws; a goodbye or a crash of a peer this operation does not need
-            // is left to the operation that needs it.
-            polled[i]->idle_peer_gone();
+            // A failure notice throws; an abort, a goodbye or a crash of a peer this operation
+            // does not need is left to the operation that needs it (and to check_health).
+            polled[i]->idle_peer_gone(/*abort_fails=*/false);
             polled[i]->set_idle_closed();
           }
         }

@@ -285,7 +285,7 @@ TEST(Leaks, DestroyAndAbortLeaveNoDescriptorOrThread) {
       r = cclAllReduce(x.data(), x.data(), x.size(), cclFloat64, cclSum, comm, nullptr);
       if (blocking == 0) r = r == cclInProgress ? wait_async(comm) : r;
       EXPECT_EQ(r, cclSuccess);
-      // An abort fails the peers' operations still running: abort once all are done.
+      // An abort fails a peer's operation that still needs this rank: abort once all are done.
       ++finished;
       while (finished < 3) std::this_thread::sleep_for(milliseconds(1));
       EXPECT_EQ(abort ? cclCommAbort(comm) : cclCommDestroy(comm), cclSuccess);

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <barrier>
 #include <cmath>
 #include <cstring>
@@ -311,12 +312,22 @@ TEST(DirectCollectives, NoWindowWithoutCapacity) {
   }));
 }
 
-// A rank that never comes: the wait ends at the deadline with cclTimeout naming it.
+// A rank that never comes (but stays: one that leaves fails the wait at once): the wait ends at
+// the deadline with cclTimeout naming it.
 TEST(DirectCollectives, MissingPeerTimesOut) {
   std::vector<cclResult_t> codes(2, cclSuccess);
   std::vector<std::string> messages(2);
+  std::atomic<bool> rank0_done{false};
   expect_all_ok(run_shm_threads(2, window_options(), [&](RankEnv& env) {
-    if (env.rank == 1) return;
+    if (env.rank == 1) {
+      const auto until = Clock::now() + 10s;
+      while (!rank0_done && Clock::now() < until) std::this_thread::sleep_for(1ms);
+      return;
+    }
+    struct Done {
+      std::atomic<bool>& flag;
+      ~Done() { flag = true; }
+    } done{rank0_done};
     auto dc = direct(env);
     int32_t v = 1, out = 0;
     auto start = Clock::now();
