@@ -146,6 +146,17 @@ CCL_API cclResult_t cclMemAlloc(void** ptr, size_t size);
 /** Frees memory from cclMemAlloc; cclInvalidArgument for any other pointer. */
 CCL_API cclResult_t cclMemFree(void* ptr);
 
+/** Registers [buff, buff + size) with the communicator, as NCCL's ncclCommRegister: the
+ *  transports that need registered memory (RDMA) register the enclosing pages once, and every
+ *  later call whose buffers lie inside reuses that registration. Registering a range inside one
+ *  registered earlier shares it (a reference count). `*handle` goes to cclCommDeregister, which
+ *  must come before the memory is freed and while no call uses it. cclInvalidArgument for a NULL
+ *  buff or handle, or size 0. Beyond API.md. */
+CCL_API cclResult_t cclCommRegister(const cclComm_t comm, void* buff, size_t size, void** handle);
+/** Drops the reference `handle` holds; cclInvalidArgument for a handle this communicator did
+ *  not give out, or one deregistered already. Beyond API.md. */
+CCL_API cclResult_t cclCommDeregister(const cclComm_t comm, void* handle);
+
 CCL_API cclResult_t cclRedOpCreatePreMulSum(cclRedOp_t* op, void* scalar, cclDataType_t datatype,
                                             int residence, cclComm_t comm);
 CCL_API cclResult_t cclRedOpDestroy(cclRedOp_t op, cclComm_t comm);

@@ -480,6 +480,49 @@ inline std::string str(std::size_t n) { return std::to_string(n); }
 }  // namespace detail
 
 /**
+ * @brief A buffer registered with a communicator (cclCommRegister), deregistered when this goes
+ * out of scope (cclCommDeregister). Move-only; must not outlive its communicator or its memory.
+ * @code
+ * std::vector<float> grad(1 << 20);
+ * ccl::Registration reg = comm.register_buffer(std::span(grad));
+ * for (int step = 0; step < 100; ++step) comm.all_reduce(grad, cclSum);  // registered once
+ * @endcode
+ */
+class Registration {
+ public:
+  Registration() noexcept = default;
+  /// Takes ownership of `handle` from cclCommRegister on `comm`.
+  Registration(cclComm_t comm, void* handle) noexcept : comm_(comm), handle_(handle) {}
+  ~Registration() { reset(); }
+  Registration(Registration&& other) noexcept
+      : comm_(std::exchange(other.comm_, nullptr)),
+        handle_(std::exchange(other.handle_, nullptr)) {}
+  Registration& operator=(Registration&& other) noexcept {
+    if (this != &other) {
+      reset();
+      comm_ = std::exchange(other.comm_, nullptr);
+      handle_ = std::exchange(other.handle_, nullptr);
+    }
+    return *this;
+  }
+  Registration(const Registration&) = delete;
+  Registration& operator=(const Registration&) = delete;
+
+  explicit operator bool() const noexcept { return handle_ != nullptr; }
+  void* handle() const noexcept { return handle_; }
+  /// Deregisters now (never throws: a failure is in cclGetLastError of the communicator).
+  void reset() noexcept {
+    if (handle_ != nullptr) (void)cclCommDeregister(comm_, handle_);
+    comm_ = nullptr;
+    handle_ = nullptr;
+  }
+
+ private:
+  cclComm_t comm_ = nullptr;
+  void* handle_ = nullptr;
+};
+
+/**
  * @brief A communicator (cclComm_t): RAII and move-only; the destructor calls cclCommDestroy.
  *
  * Buffers are contiguous ranges that outlive the call: std::span, an lvalue std::vector or
@@ -564,6 +607,18 @@ class Communicator {
   }
   /// The C handle (NULL when empty), for calling the C API directly.
   cclComm_t get() const noexcept { return comm_; }
+
+  /// Registers `bytes` at `data` (cclCommRegister): calls whose buffers lie inside reuse it.
+  Registration register_buffer(void* data, size_t bytes) {
+    void* handle = nullptr;
+    detail::check(cclCommRegister(comm_, data, bytes, &handle), "cclCommRegister", comm_);
+    return Registration(comm_, handle);
+  }
+  template <class T>
+  Registration register_buffer(std::span<T> data) {
+    return register_buffer(static_cast<void*>(const_cast<std::remove_const_t<T>*>(data.data())),
+                           data.size_bytes());
+  }
   /// Gives up ownership: returns the handle and leaves this empty.
   cclComm_t release() noexcept { return std::exchange(comm_, nullptr); }
   /// True unless empty (default-constructed, moved from, released, aborted).

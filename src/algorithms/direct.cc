@@ -245,7 +245,8 @@ void DirectCollectives::all_to_all(const void* input, void* output, size_t bytes
 }
 
 bool DirectCollectives::broadcast_registered(const void* input, void* output, size_t bytes,
-                                             int root, Deadline deadline, const OpLabel& what) {
+                                             int root, Deadline deadline, const OpLabel& what,
+                                             const transport::RegisteredRegion* region) {
   const unsigned p = begin(deadline, what);
   const uint64_t s = sequence_;
   const int me = window_->rank();
@@ -260,7 +261,8 @@ bool DirectCollectives::broadcast_registered(const void* input, void* output, si
 
   // 1. Who is registered.
   RegisteredOffer offer{};
-  offer.registered = window_->describe(is_root ? input : output, bytes, &offer.region) ? 1 : 0;
+  offer.registered =
+      window_->describe(region, is_root ? input : output, bytes, &offer.region) ? 1 : 0;
   kernels_->copy(mine, &offer, sizeof(offer));
   window_->publish(p, mark(s, 0));
   await_all(p, mark(s, 0), deadline, what);

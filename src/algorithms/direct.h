@@ -74,8 +74,11 @@ class DirectCollectives {
   // share of every registered receiver's output itself: one copy per byte, split over the cores.
   // The ranks first agree (two flag exchanges) that the root's buffer is registered and every
   // receiver could map it; false if not (the operation then did nothing: use broadcast()).
+  // `region`: the registration (registered_region.h) of the buffer this rank offers — the
+  // root's input, a receiver's output — or nullptr if it has none.
   bool broadcast_registered(const void* input, void* output, size_t bytes, int root,
-                            Deadline deadline, const OpLabel& what);
+                            Deadline deadline, const OpLabel& what,
+                            const transport::RegisteredRegion* region);
   // Below this size the agreement costs more than the copy it saves.
   static constexpr size_t kRegisteredBroadcastMin = 256 * 1024;
 

@@ -15,6 +15,21 @@ using transport::RecvRequest;
 using transport::RecvSink;
 using transport::SendRequest;
 
+// The registration of the buffer `r` lies in, or nullptr (scratch is never registered).
+const transport::RegisteredRegion* registration_of(const ExecBuffers& b, const Region& r) {
+  switch (r.buffer) {
+    case Buffer::Input:
+      return b.input_region;
+    case Buffer::Output:
+      return b.output_region;
+    case Buffer::Scratch:
+      return nullptr;
+    case Buffer::Slot:
+      return r.slot < b.slot_regions.size() ? b.slot_regions[r.slot] : nullptr;
+  }
+  return nullptr;
+}
+
 std::byte* region_address(const ExecBuffers& b, const Region& r, size_t elem_size) {
   std::byte* base = nullptr;
   switch (r.buffer) {
@@ -120,6 +135,7 @@ void Executor::run_round(Schedule::Round round, const ExecBuffers& buffers, cons
         SendRequest& req = posted.sends.emplace_back();
         req.data = region_address(buffers, step.src, es);
         req.bytes = step.src.count * es;
+        req.region = registration_of(buffers, step.src);
         connection_to(step.peer)->post_send(&req);
         break;
       }
@@ -130,6 +146,7 @@ void Executor::run_round(Schedule::Round round, const ExecBuffers& buffers, cons
             step.kind == StepKind::RecvReduce ? region_address(buffers, step.src, es) : nullptr;
         RecvRequest& req = posted.recvs.emplace_back();
         req.bytes = step.dst.count * es;
+        req.region = registration_of(buffers, step.dst);
         req.sink = &posted.sinks.emplace_back(dst, src, &op);
         connection_to(step.peer)->post_recv(&req);
         break;

@@ -27,6 +27,11 @@ struct ExecBuffers {
   void* output = nullptr;
   void* scratch = nullptr;            // at least schedule.scratch_elems elements
   std::span<std::byte* const> slots;  // Buffer::Slot regions (send/recv groups)
+  // Their registrations (core/registration_cache.h), nullptr where none: each request that sends
+  // from or receives into a user buffer carries its registration (transport.h).
+  const transport::RegisteredRegion* input_region = nullptr;
+  const transport::RegisteredRegion* output_region = nullptr;
+  std::span<const transport::RegisteredRegion* const> slot_regions = {};  // empty, or one per slot
 };
 
 struct ExecOp {

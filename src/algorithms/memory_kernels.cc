@@ -21,23 +21,7 @@ constexpr MemoryKernels kRegisteredHost{
     MemoryKind::RegisteredHost, host_copy,           host_move, reduce::reduce_kernel,
     reduce::divide_kernel,      reduce::scale_kernel};
 
-bool is_host(MemoryKind kind) {
-  return kind == MemoryKind::Host || kind == MemoryKind::RegisteredHost;
-}
-
 }  // namespace
-
-const char* memory_kind_name(MemoryKind kind) {
-  switch (kind) {
-    case MemoryKind::Host:
-      return "host";
-    case MemoryKind::RegisteredHost:
-      return "registered host";
-    case MemoryKind::CudaDevice:
-      return "cuda device";
-  }
-  return "?";
-}
 
 const MemoryKernels* kernels_for(MemoryKind kind) {
   switch (kind) {
@@ -52,7 +36,7 @@ const MemoryKernels* kernels_for(MemoryKind kind) {
 }
 
 const MemoryKernels* kernels_for(MemoryKind a, MemoryKind b) {
-  if (is_host(a) && is_host(b)) return a == b ? kernels_for(a) : &kHost;
+  if (is_host_memory(a) && is_host_memory(b)) return a == b ? kernels_for(a) : &kHost;
   return a == b ? kernels_for(a) : nullptr;
 }
 

@@ -1,8 +1,8 @@
 // Memory kinds and the one table of data kernels per kind (DESIGN.md "Memory kinds").
 //
-// Every buffer of a call has a kind, resolved once per call by the communicator
-// (Communicator::kernels_for_call): plain host memory, or host memory registered with cclMemAlloc
-// (the other ranks of the host can map it). Later, CUDA device memory gets its own row, with
+// Every buffer of a call has a kind (base/memory_kind.h), resolved once per call by the
+// communicator (core/call_memory.h): plain host memory, or host memory from cclMemAlloc (the
+// other ranks of the host can map it). Later, CUDA device memory gets its own row, with
 // device copies and reduction kernels. Everything the executor and the direct collectives copy,
 // move, reduce, divide or scale goes through the row of the call's kind: neither calls memcpy or
 // memmove of its own (tests/layering/check_kernels.py checks), so a new kind is one new row.
@@ -13,17 +13,14 @@
 #include <cstdint>
 
 #include "algorithms/reduce/reduce.h"
+#include "base/memory_kind.h"
 #include "ccl/ccl.h"
 
 namespace ccl::algo {
 
-enum class MemoryKind : uint8_t {
-  Host,            // malloc'd, stack, anything the process addresses
-  RegisteredHost,  // from cclMemAlloc: a memfd the host's other ranks can map
-  CudaDevice,      // reserved for the CUDA path (no row yet)
-};
-inline constexpr int kNumMemoryKinds = 3;
-const char* memory_kind_name(MemoryKind kind);  // "host", "registered host", "cuda device"
+using ccl::kNumMemoryKinds;
+using ccl::memory_kind_name;
+using ccl::MemoryKind;
 
 struct MemoryKernels {
   MemoryKind kind;

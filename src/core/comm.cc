@@ -115,6 +115,8 @@ void Communicator::init(Store& store) {
   connect_peers(store);
   choose_wait_policy();
   executor_ = std::make_unique<algo::Executor>(links_, wait_policy_, &abort_);
+  for (auto& t : transports_) transport_list_.push_back(t.get());
+  registrations_ = std::make_unique<RegistrationCache>(rank_, transport_list_);
   for (auto& t : transports_) {
     if (transport::SharedWindow* window = t->shared_window()) {
       direct_ = std::make_unique<algo::DirectCollectives>(window, wait_policy_, &abort_);

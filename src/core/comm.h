@@ -24,10 +24,12 @@
 #include "base/deadline.h"
 #include "ccl/ccl.h"
 #include "core/bootstrap/store.h"
+#include "core/call_memory.h"
 #include "core/comm_layout.h"
 #include "core/flight_recorder.h"
 #include "core/op_check.h"
 #include "core/reduction_ops.h"
+#include "core/registration_cache.h"
 #include "core/tuning/tuner.h"
 #include "transport/failure_notice.h"
 #include "transport/transport.h"
@@ -113,6 +115,8 @@ class Communicator {
 
   ReductionOps& reduction_ops() { return reduction_ops_; }
   const CommLayout& layout() const { return layout_; }
+  // cclCommRegister / cclCommDeregister, and every call's buffers (registration_cache.h).
+  RegistrationCache& registrations();
   const tune::Tuner& tuner() const { return *tuner_; }
 
   // Abort: every wait of this communicator returns RemoteError promptly; safe from any thread.
@@ -164,8 +168,11 @@ class Communicator {
   // The current operation waits for `peers` (each time the executor goes to sleep).
   void note_pending(std::span<const int> peers);
   // Runs `schedule` with the scratch it asks for (the caller holds op_mutex_); `what` names it.
+  // `memory`: the call's buffers resolved already (call_memory.h); nullptr resolves them here.
   void execute(const algo::Schedule& schedule, const void* input, void* output,
-               const algo::ExecOp& op, const char* what);
+               const algo::ExecOp& op, const char* what, const CallMemory* memory = nullptr);
+  // The call's buffers (call_memory.h), once per call.
+  CallMemory resolve_memory(const char* what, const void* input, const void* output);
   // Runs `body(deadline, label)` as operation `what`, recording its failure.
   template <typename Body>
   void run_op(const char* what, Body&& body);
@@ -176,7 +183,8 @@ class Communicator {
   // Runs the operation `what` as `choice` says: its entry's direct run, or its schedule through
   // the executor. `bytes` as the tuner saw it (algo_selection.h).
   void run_choice(const tune::Choice& choice, const char* what, const void* input, void* output,
-                  size_t count, size_t bytes, const algo::ExecOp& exec, int root);
+                  size_t count, size_t bytes, const algo::ExecOp& exec, int root,
+                  const CallMemory* memory = nullptr);
   void* scratch(size_t bytes);  // executor scratch of at least `bytes`
   // A builder's parameters for `count` elements of `elem_size` bytes, in chunks of `chunk_bytes`
   // (0: none), over positions in `order`
@@ -255,9 +263,12 @@ class Communicator {
   std::vector<std::unique_ptr<transport::Transport>> transports_;
   algo::PeerLinks links_;
   std::unique_ptr<algo::Executor> executor_;
-  std::unique_ptr<algo::DirectCollectives> direct_;  // when every rank shares memory
-  std::timed_mutex op_mutex_;                        // one operation at a time on a communicator
-  bool peers_notified_ = false;                      // under op_mutex_
+  std::unique_ptr<algo::DirectCollectives> direct_;    // when every rank shares memory
+  std::vector<transport::Transport*> transport_list_;  // transports_, for the per-call checks
+  // After transports_: destroyed before them, it deregisters its regions from them.
+  std::unique_ptr<RegistrationCache> registrations_;
+  std::timed_mutex op_mutex_;    // one operation at a time on a communicator
+  bool peers_notified_ = false;  // under op_mutex_
   // (kind, algorithm, chunk bytes, count, root, element size) -> schedule
   std::map<std::tuple<int, int, size_t, size_t, int, size_t>, algo::Schedule> schedules_;
   std::vector<std::byte> scratch_;

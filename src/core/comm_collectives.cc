@@ -113,15 +113,28 @@ const algo::Schedule& Communicator::cached(const tune::Choice& choice, size_t co
 
 void Communicator::run_choice(const tune::Choice& choice, const char* what, const void* input,
                               void* output, size_t count, size_t bytes, const algo::ExecOp& exec,
-                              int root) {
+                              int root, const CallMemory* memory) {
+  const CallMemory resolved = memory != nullptr ? *memory : resolve_memory(what, input, output);
   if (choice.entry->run == nullptr) {
-    return execute(cached(choice, count, root, exec.elem_size), input, output, exec, what);
+    return execute(cached(choice, count, root, exec.elem_size), input, output, exec, what,
+                   &resolved);
   }
   if (!direct_) throw_error(cclInternalError, "%s: a direct algorithm without a window", what);
+  algo::ExecOp call = exec;
+  call.kernels = resolved.kernels;
   run_op(what, [&](Deadline deadline, const algo::OpLabel& name) {
-    choice.entry->run(tune::RunArgs{*direct_, input, output, bytes, count, exec, root,
+    choice.entry->run(tune::RunArgs{*direct_, input, output, bytes, count, call, root,
                                     choice.protocol, deadline, name});
   });
+}
+
+RegistrationCache& Communicator::registrations() {
+  if (!registrations_) throw_error(cclInvalidUsage, "the communicator is not initialized");
+  return *registrations_;
+}
+
+CallMemory Communicator::resolve_memory(const char* what, const void* input, const void* output) {
+  return resolve_call_memory(registrations(), transport_list_, what, input, output);
 }
 
 algo::ScheduleParams Communicator::schedule_params(size_t count, size_t elem_size,
@@ -181,12 +194,17 @@ void Communicator::run_op(const char* what, Body&& body) {
 }
 
 void Communicator::execute(const algo::Schedule& schedule, const void* input, void* output,
-                           const algo::ExecOp& op, const char* what) {
+                           const algo::ExecOp& op, const char* what, const CallMemory* memory) {
+  const CallMemory resolved = memory != nullptr ? *memory : resolve_memory(what, input, output);
+  algo::ExecOp call = op;
+  call.kernels = resolved.kernels;
   // Every schedule gets the scratch it asks for, whatever the collective.
   algo::ExecBuffers buffers{input, output, scratch(schedule.scratch_elems * op.elem_size), {}};
+  buffers.input_region = resolved.input;
+  buffers.output_region = resolved.output;
   run_op(what, [&](Deadline deadline, const algo::OpLabel& name) {
     CCL_TRACE(kColl, "%s: %zu rounds", name.str().c_str(), schedule.round_count());
-    executor_->run(schedule, buffers, op, deadline, name);
+    executor_->run(schedule, buffers, call, deadline, name);
   });
 }
 
@@ -228,13 +246,15 @@ void Communicator::broadcast(const void* sendbuff, void* recvbuff, size_t count,
   const algo::ExecOp exec = copy_op(type);
   const size_t bytes = count * exec.elem_size;
   const tune::Choice choice = plan(tune::Collective::Broadcast, bytes);
+  const CallMemory memory = resolve_memory("broadcast", sendbuff, recvbuff);
   // Registered buffers (cclMemAlloc) take one copy per byte, whatever the size: the tuner's
   // choice is only asked to allow the direct path.
   if (direct_ && bytes >= algo::DirectCollectives::kRegisteredBroadcastMin &&
       tuner_->selection().allows(tune::Collective::Broadcast, tune::Algorithm::Direct)) {
     bool done = false;
     run_op("broadcast", [&](Deadline deadline, const algo::OpLabel& name) {
-      done = direct_->broadcast_registered(sendbuff, recvbuff, bytes, root, deadline, name);
+      done = direct_->broadcast_registered(sendbuff, recvbuff, bytes, root, deadline, name,
+                                           rank_ == root ? memory.input : memory.output);
     });
     if (done) {
       CCL_TRACE(kColl, "broadcast #%llu: one copy through registered memory",
@@ -242,7 +262,7 @@ void Communicator::broadcast(const void* sendbuff, void* recvbuff, size_t count,
       return;
     }
   }
-  run_choice(choice, "broadcast", sendbuff, recvbuff, count, bytes, exec, root);
+  run_choice(choice, "broadcast", sendbuff, recvbuff, count, bytes, exec, root, &memory);
 }
 
 void Communicator::all_gather(const void* sendbuff, void* recvbuff, size_t sendcount,
@@ -331,9 +351,22 @@ void Communicator::point_to_point(std::span<const algo::PointToPoint> operations
                                   operations.empty() ? -1 : operations[0].peer});
   const algo::Schedule schedule = algo::point_to_point(rank_, operations);
   if (schedule.round_count() == 0) return;
-  algo::ExecBuffers exec_buffers{nullptr, nullptr, nullptr, buffers};
+  // Each operation's buffer resolved once (call_memory.h); one kernel row must reach them all.
+  std::vector<const transport::RegisteredRegion*> regions(buffers.size());
   algo::ExecOp exec;
   exec.elem_size = 1;  // regions in bytes: the operations of a group may mix datatypes
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    const CallMemory m = resolve_memory("send/recv", buffers[i], buffers[i]);
+    regions[i] = m.input;
+    exec.kernels = algo::kernels_for(exec.kernels->kind, m.input_kind);
+    if (exec.kernels == nullptr) {
+      throw_error(cclInvalidArgument,
+                  "send/recv: the group mixes %s memory with memory no "
+                  "kernel row reaches together with it",
+                  memory_kind_name(m.input_kind));
+    }
+  }
+  algo::ExecBuffers exec_buffers{nullptr, nullptr, nullptr, buffers, nullptr, nullptr, regions};
   run_op("send/recv", [&](Deadline deadline, const algo::OpLabel& name) {
     executor_->run(schedule, exec_buffers, exec, deadline, name);
   });

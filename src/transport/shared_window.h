@@ -26,6 +26,8 @@ namespace ccl::transport {
 
 // A region of registered memory (cclMemAlloc) as its owner describes it to peers: opaque here,
 // small enough to travel in a mailbox's inline area.
+struct RegisteredRegion;
+
 struct RemoteRegion {
   uint64_t words[4];
 };
@@ -57,10 +59,13 @@ class SharedWindow {
   virtual void wait_for(int rank, unsigned parity, uint64_t value,
                         std::chrono::microseconds timeout) = 0;
 
-  // Registered memory: whether [ptr, ptr + bytes) of this process lies in memory the other ranks
-  // can map (then its description), and the address of a rank's described region here (nullptr
-  // if it cannot be mapped). Windows without the capability answer false / nullptr.
-  virtual bool describe(const void* /*ptr*/, size_t /*bytes*/, RemoteRegion* /*out*/) {
+  // Registered memory: whether [ptr, ptr + bytes), inside the call's registration `region`
+  // (registered_region.h; nullptr: the buffer has none), is memory the other ranks can map (then
+  // its description, from the key this window's transport added), and the address of a rank's
+  // described region here (nullptr if it cannot be mapped). Windows without the capability
+  // answer false / nullptr.
+  virtual bool describe(const RegisteredRegion* /*region*/, const void* /*ptr*/, size_t /*bytes*/,
+                        RemoteRegion* /*out*/) {
     return false;
   }
   virtual std::byte* map_region(int /*rank*/, const RemoteRegion& /*region*/, size_t /*bytes*/) {

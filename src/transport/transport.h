@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "base/deadline.h"
+#include "base/memory_kind.h"
 
 namespace ccl {
 class Store;
@@ -52,9 +53,15 @@ class RecvSink {
   virtual std::byte* direct_destination() { return nullptr; }
 };
 
+struct RegisteredRegion;
+
 struct SendRequest {
   const std::byte* data = nullptr;
   size_t bytes = 0;
+  // The registration covering [data, data + bytes) when the call's buffer has one (the
+  // communicator's registration cache), else nullptr: a transport that moves only registered
+  // memory (ib) takes its key from it, one that lets the peer read the sender's memory offers it.
+  const RegisteredRegion* region = nullptr;
   // Owned by the transport while posted:
   size_t done_bytes = 0;
   bool complete = false;  // set by progress(); the buffer may then be reused
@@ -63,6 +70,8 @@ struct SendRequest {
 struct RecvRequest {
   size_t bytes = 0;
   RecvSink* sink = nullptr;
+  // The registration covering the sink's direct destination, when it has one (as SendRequest).
+  const RegisteredRegion* region = nullptr;
   // Owned by the transport while posted:
   size_t done_bytes = 0;
   bool complete = false;  // set by progress() after the last sink->consume()
@@ -103,14 +112,6 @@ struct SetupContext {
   std::vector<PeerInfo> peers;  // indexed by rank
   Deadline deadline = Deadline::never();
   const AbortFlag* abort = nullptr;  // set by cclCommAbort
-};
-
-// Opaque handle of a registered memory region. shm and tcp do not need registration and return
-// an empty handle; RDMA transports (ucx, ib) will pin memory and keep remote keys here.
-struct MemoryRegistration {
-  void* address = nullptr;
-  size_t bytes = 0;
-  uint64_t handle = 0;
 };
 
 class SharedWindow;
@@ -156,10 +157,18 @@ class Transport {
   // communicator is idle. Not thread-safe against a running operation (as notify_failure).
   virtual void check_health() = 0;
 
-  virtual MemoryRegistration register_memory(void* address, size_t bytes) {
-    return MemoryRegistration{address, bytes, 0};
-  }
-  virtual void deregister_memory(const MemoryRegistration&) {}
+  // The kinds of memory this transport's connections can read and write (base/memory_kind.h):
+  // a call whose buffer is of a kind some transport it uses cannot move is refused before
+  // anything is sent. Host memory by default; the CUDA transport adds device memory.
+  virtual bool moves(MemoryKind kind) const { return is_host_memory(kind); }
+
+  // Registration (registered_region.h): adds this transport's key for `region` (pinning it where
+  // the medium needs it: an InfiniBand MR, a UCX memory handle), or nothing where it needs none
+  // (tcp). The communicator's registration cache calls it once per region and
+  // deregister_memory() once its last user lets go. Either may run while an operation runs on
+  // another thread: neither may touch the connections.
+  virtual void register_memory(RegisteredRegion& /*region*/) {}
+  virtual void deregister_memory(const RegisteredRegion& /*region*/) {}
 };
 
 }  // namespace ccl::transport

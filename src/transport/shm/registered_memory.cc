@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <string>
@@ -30,6 +31,9 @@ struct Allocation {
   int fd = -1;
   uint64_t id = 0;
 };
+
+// Allocations alive: lets a call whose buffers cannot be registered skip the registry's lock.
+std::atomic<uint64_t> live_allocations{0};
 
 // Every allocation of this process, by base address.
 struct Registry {
@@ -70,6 +74,7 @@ void* registered_alloc(size_t bytes) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
   r.by_base[reinterpret_cast<uintptr_t>(base)] = Allocation{mapped, fd, r.next_id++};
+  live_allocations.fetch_add(1, std::memory_order_relaxed);
   return base;
 }
 
@@ -84,9 +89,27 @@ void registered_free(void* ptr) {
     }
     a = it->second;
     r.by_base.erase(it);
+    live_allocations.fetch_sub(1, std::memory_order_relaxed);
   }
   munmap(ptr, a.bytes);
   close(a.fd);
+}
+
+bool any_registered() { return live_allocations.load(std::memory_order_relaxed) != 0; }
+
+bool registered_extent(const void* ptr, size_t bytes, RegisteredExtent* out) {
+  const auto p = reinterpret_cast<uintptr_t>(ptr);
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  auto it = r.by_base.upper_bound(p);
+  if (it == r.by_base.begin()) return false;
+  --it;
+  const Allocation& a = it->second;
+  if (p - it->first > a.bytes || bytes > a.bytes - (p - it->first)) return false;
+  out->base = reinterpret_cast<std::byte*>(it->first);
+  out->bytes = a.bytes;
+  out->id = a.id;
+  return true;
 }
 
 bool registered_find(const void* ptr, size_t bytes, RemoteRegion* out) {
@@ -99,6 +122,18 @@ bool registered_find(const void* ptr, size_t bytes, RemoteRegion* out) {
   const Allocation& a = it->second;
   if (p - it->first > a.bytes || bytes > a.bytes - (p - it->first)) return false;
   Handle h{a.id, static_cast<uint64_t>(a.fd), p - it->first, a.bytes};
+  memcpy(out, &h, sizeof(h));
+  return true;
+}
+
+bool registered_within(const RemoteRegion& whole, size_t offset, size_t bytes, RemoteRegion* out) {
+  Handle h;
+  memcpy(&h, &whole, sizeof(h));
+  if (h.offset > h.alloc_bytes || offset > h.alloc_bytes - h.offset ||
+      bytes > h.alloc_bytes - h.offset - offset) {
+    return false;
+  }
+  h.offset += offset;
   memcpy(out, &h, sizeof(h));
   return true;
 }

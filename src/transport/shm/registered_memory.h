@@ -13,12 +13,29 @@
 
 namespace ccl::transport::shm {
 
+// The name of the shm transport's key in a RegisteredRegion: the memfd handle (a RemoteRegion)
+// of the cclMemAlloc allocation the region lies in.
+inline constexpr const char* kShmKeyName = "shm";
+
 // Allocates `bytes` (> 0) of registered memory, page aligned. Throws SystemError on failure.
 void* registered_alloc(size_t bytes);
 // Frees what registered_alloc returned; InvalidArgument for any other pointer.
 void registered_free(void* ptr);
 // If [ptr, ptr + bytes) lies inside one allocation, its handle (for a peer's RegisteredMapper).
 bool registered_find(const void* ptr, size_t bytes, RemoteRegion* out);
+
+// The allocation [ptr, ptr + bytes) lies in (whole pages), with its number in this process.
+struct RegisteredExtent {
+  std::byte* base = nullptr;
+  size_t bytes = 0;
+  uint64_t id = 0;
+};
+bool registered_extent(const void* ptr, size_t bytes, RegisteredExtent* out);
+// The handle of [offset, offset + bytes) of the region `whole` describes, or false if that is
+// not inside it.
+bool registered_within(const RemoteRegion& whole, size_t offset, size_t bytes, RemoteRegion* out);
+// Whether any allocation is alive (no lock): false means no buffer is registered host memory.
+bool any_registered();
 
 // A peer's allocations mapped into this process, kept for reuse (bounded: the least recently
 // used mapping goes when there are too many). Not thread-safe: one per communicator.

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <new>
 #include <set>
 #include <sstream>
@@ -14,9 +15,11 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "core/bootstrap/store.h"
+#include "transport/registered_region.h"
 #include "transport/shm/doorbell.h"
 #include "transport/shm/peer_failures.h"
 #include "transport/shm/peer_liveness.h"
+#include "transport/shm/registered_memory.h"
 #include "transport/shm/shm_connection.h"
 #include "transport/shm/shm_layout.h"
 #include "transport/shm/shm_segment.h"
@@ -127,6 +130,17 @@ class ShmTransport final : public Transport {
   }
 
   const char* name() const override { return "shm"; }
+
+  // cclMemAlloc memory gets the memfd handle of its allocation, for the peers' windows to map.
+  void register_memory(RegisteredRegion& region) override {
+    RemoteRegion whole;
+    if (!shm::registered_find(reinterpret_cast<const void*>(region.base), region.bytes, &whole)) {
+      return;
+    }
+    TransportKey& key = region.add_key(shm::kShmKeyName);
+    key.packed_bytes = sizeof(whole);
+    std::memcpy(key.packed.data(), &whole, sizeof(whole));
+  }
 
   std::vector<Connection*> connect(const SetupContext& ctx, std::span<const int> peers) override;
   SharedWindow* shared_window() override { return window_.get(); }

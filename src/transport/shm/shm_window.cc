@@ -1,8 +1,10 @@
 #include "transport/shm/shm_window.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "base/error.h"
+#include "transport/registered_region.h"
 #include "transport/shm/doorbell.h"
 
 namespace ccl::transport::shm {
@@ -25,6 +27,16 @@ std::byte* ShmWindow::mailbox(int rank, unsigned parity, size_t bytes) {
   if (bytes <= kInlineBytes) return line(rank, parity)->inline_data;
   return views_[rank].base + SegmentGeometry::kWindowBulkOffset +
          (parity & 1) * views_[rank].bulk_stride;
+}
+
+bool ShmWindow::describe(const RegisteredRegion* region, const void* ptr, size_t bytes,
+                         RemoteRegion* out) {
+  if (region == nullptr || !region->covers(ptr, bytes)) return false;
+  const TransportKey* key = region->key_of(kShmKeyName);
+  if (key == nullptr || key->packed_bytes != sizeof(RemoteRegion)) return false;
+  RemoteRegion whole;
+  std::memcpy(&whole, key->packed.data(), sizeof(whole));
+  return registered_within(whole, region->offset_of(ptr), bytes, out);
 }
 
 void ShmWindow::ring_peers() {

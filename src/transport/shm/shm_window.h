@@ -54,9 +54,8 @@ class ShmWindow final : public SharedWindow {
   }
   void wait_for(int rank, unsigned parity, uint64_t value,
                 std::chrono::microseconds timeout) override;
-  bool describe(const void* ptr, size_t bytes, RemoteRegion* out) override {
-    return registered_find(ptr, bytes, out);
-  }
+  bool describe(const RegisteredRegion* region, const void* ptr, size_t bytes,
+                RemoteRegion* out) override;
   std::byte* map_region(int rank, const RemoteRegion& region, size_t bytes) override {
     return mapper_.map(views_[rank].pid, region, bytes);
   }

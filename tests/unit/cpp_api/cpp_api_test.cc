@@ -330,6 +330,25 @@ TEST_P(CppApiRanks, NonBlockingCallsReturnAtOnce) {
       config);
 }
 
+TEST_P(CppApiRanks, RegisteredBuffersAndTheirScope) {
+  run_ranks(GetParam(), [](ccl::Communicator& comm) {
+    const int n = comm.size();
+    std::vector<int32_t> x(5000, 1);
+    {
+      ccl::Registration reg = comm.register_buffer(std::span(x));
+      EXPECT_TRUE(reg);
+      ccl::Registration moved = std::move(reg);
+      EXPECT_FALSE(reg);  // NOLINT(bugprone-use-after-move): the moved-from state is under test
+      comm.all_reduce(x);
+      EXPECT_EQ(x, std::vector<int32_t>(x.size(), n));
+      void* handle = moved.handle();
+      moved.reset();  // deregistered: the handle is no longer valid
+      EXPECT_EQ(cclCommDeregister(comm.get(), handle), cclInvalidArgument);
+    }
+    EXPECT_THROW(comm.register_buffer(nullptr, 10), ccl::Error);
+  });
+}
+
 TEST_P(CppApiRanks, MoveAndAbort) {
   run_ranks(GetParam(), [](ccl::Communicator& comm) {
     const int n = comm.size(), me = comm.rank();

@@ -18,6 +18,7 @@
 #include "algorithms/reduce/reduce.h"
 #include "base/error.h"
 #include "shm_harness.h"
+#include "transport/registered_region.h"
 #include "transport/shm/registered_memory.h"
 
 namespace ccl::test {
@@ -357,9 +358,12 @@ TEST(DirectCollectives, ExitedPeerIsRemoteError) {
       store.set("child-connected", Bytes{1});
       store.get("parent-waiting", Deadline::after(10s));
       std::this_thread::sleep_for(100ms);
+      // Without ever publishing, and without the goodbye its transport's destructor would leave
+      // (a peer that left cleanly is "rank 1 left the communicator" instead).
+      _exit(0);
     } catch (...) {
     }
-    _exit(0);  // without ever publishing
+    _exit(0);
   }
   ASSERT_GT(child, 0);
   {
@@ -436,6 +440,12 @@ TEST(DirectCollectives, RegisteredBroadcast) {
   expect_all_ok(run_shm_threads(n, many_pieces_options(kWindow), [&](RankEnv& env) {
     auto dc = direct(env);
     auto* mem = static_cast<uint8_t*>(transport::shm::registered_alloc(2 * bytes + 128));
+    // The allocation's registration, with the key the shm transport adds (its memfd handle).
+    transport::RegisteredRegion registered;
+    transport::page_span(mem, 2 * bytes + 128, &registered.base, &registered.bytes);
+    registered.kind = MemoryKind::RegisteredHost;
+    env.transport->register_memory(registered);
+    require(registered.key_of(transport::shm::kShmKeyName) != nullptr, "no shm key");
     std::vector<uint8_t> plain(bytes);
     for (int root = 0; root < n; ++root) {
       for (int variant = 0; variant < 3; ++variant) {
@@ -446,7 +456,10 @@ TEST(DirectCollectives, RegisteredBroadcast) {
                        : plain_receiver             ? plain.data()
                                                     : mem + bytes + 72;
         for (size_t i = 0; i < bytes; ++i) in[i] = static_cast<uint8_t>(i * 5 + env.rank);
-        bool done = dc.broadcast_registered(in, out, bytes, root, env.deadline, {"bcast", 0});
+        const uint8_t* offered = env.rank == root ? in : out;
+        const bool in_registered = offered != plain.data();
+        bool done = dc.broadcast_registered(in, out, bytes, root, env.deadline, {"bcast", 0},
+                                            in_registered ? &registered : nullptr);
         require(done, "registered broadcast fell back");
         for (size_t i = 0; i < bytes; ++i) {
           require(out[i] == static_cast<uint8_t>(i * 5 + root),
@@ -455,9 +468,14 @@ TEST(DirectCollectives, RegisteredBroadcast) {
         }
       }
       std::vector<uint8_t> unregistered(bytes), out(bytes);
+      // A root in ordinary memory (no registration), and one whose registration does not cover
+      // its buffer: both fall back.
       require(!dc.broadcast_registered(unregistered.data(), out.data(), bytes, root, env.deadline,
-                                       {"bcast", 1}),
+                                       {"bcast", 1}, env.rank == root ? nullptr : &registered),
               "an unregistered root must fall back");
+      require(!dc.broadcast_registered(unregistered.data(), out.data(), bytes, root, env.deadline,
+                                       {"bcast", 2}, &registered),
+              "a registration that does not cover the buffer must not be offered");
     }
     transport::shm::registered_free(mem);
   }));
