@@ -51,7 +51,7 @@ transport::PeerInfo decode_peer(int rank, const std::string& text, topo::RankPla
 }  // namespace
 
 Communicator::Communicator(const CommOptions& options)
-    : rank_(options.rank), nranks_(options.nranks), options_(options) {
+    : rank_(options.rank), nranks_(options.nranks), options_(options), async_(options_, status_) {
   check_mode_ = config_bool("CCL_CHECK_MODE");
   const int64_t trace_ops = config_int("CCL_TRACE_BUFFER_SIZE");
   if (trace_ops < 0 || trace_ops > (1 << 20)) {
@@ -68,12 +68,8 @@ Communicator::Communicator(const CommOptions& options)
 }
 
 Communicator::~Communicator() {
-  if (init_thread_.joinable()) {
-    if (init_state_.load() == kInitializing) abort_.store(true);  // gives up within a wait slice
-    init_thread_.join();
-  }
-  // Background work holds no reference to us: let it finish (each operation is bounded) first.
-  background_.reset();
+  // Joins the init thread and lets the background work finish while every part is alive.
+  async_.shutdown();
 }
 
 std::shared_ptr<Communicator> Communicator::create(const CommOptions& options, Store& store) {
@@ -85,39 +81,20 @@ std::shared_ptr<Communicator> Communicator::create(const CommOptions& options, S
 std::shared_ptr<Communicator> Communicator::create_async(const CommOptions& options,
                                                          StoreConnector connect) {
   std::shared_ptr<Communicator> comm(new Communicator(options));
-  comm->init_state_.store(kInitializing);
   // The thread uses the communicator, which outlives it: the destructor joins it.
   Communicator* c = comm.get();
-  c->init_thread_ = std::thread([c, connect = std::move(connect)] {
-    log_set_thread_rank(c->rank_);
-    int state = kReady;
-    try {
-      std::unique_ptr<Store> store = connect(Deadline::after(c->options_.timeout), &c->abort_);
-      c->init(*store);
-    } catch (const Error& e) {
-      c->set_last_error(std::string("cclCommInitRank: ") + e.what());
-      CCL_WARN(kInit, "cclCommInitRank (non-blocking): %s", e.what());
-      c->async_error_.store(e.code());
-      state = kInitFailed;
-    } catch (const std::exception& e) {
-      c->set_last_error(std::string("cclCommInitRank: internal error: ") + e.what());
-      c->async_error_.store(cclInternalError);
-      state = kInitFailed;
-    }
-    std::lock_guard lock(c->init_mutex_);
-    c->init_state_.store(state, std::memory_order_release);
-    c->init_done_.notify_all();
-  });
+  c->async_.start_init(std::move(connect), [c](Store& store) { c->init(store); });
   return comm;
 }
 
 void Communicator::init(Store& store) {
   connect_peers(store);
   choose_wait_policy();
-  executor_ = std::make_unique<algo::Executor>(links_, wait_policy_, &abort_);
+  executor_ = std::make_unique<algo::Executor>(links_, wait_policy_, &status_.abort_flag());
   for (auto& t : transports_) {
     if (transport::SharedWindow* window = t->shared_window()) {
-      direct_ = std::make_unique<algo::DirectCollectives>(window, wait_policy_, &abort_);
+      direct_ =
+          std::make_unique<algo::DirectCollectives>(window, wait_policy_, &status_.abort_flag());
       CCL_INFO(kInit, "rank %d: direct collectives over the %s window up to %zu bytes", rank_,
                t->name(), window->capacity());
     }
@@ -128,43 +105,19 @@ void Communicator::init(Store& store) {
     notify_peers(transport::notice_for(e, rank_));
     throw;
   }
-  if (!options_.blocking) background_ = std::make_unique<cclStream>();
+  if (!options_.blocking) async_.open_queue();
   register_recorder(recorder_.get());  // SIGUSR1 dumps it
   CCL_INFO(kInit, "communicator %s rank %d of %d ready", options_.name.c_str(), rank_, nranks_);
 }
 
-void Communicator::wait_initialized(const char* what) const {
-  std::unique_lock lock(init_mutex_);
-  const Deadline deadline = Deadline::after(options_.timeout);
-  while (init_state_.load() == kInitializing) {
-    if (abort_.load()) throw_error(cclInvalidUsage, "%s: the communicator was aborted", what);
-    if (deadline.expired()) {
-      throw_error(cclTimeout, "%s: the communicator's non-blocking init did not finish", what);
-    }
-    init_done_.wait_for(lock, std::chrono::milliseconds(20));
-  }
-  if (init_state_.load() == kInitFailed) {
-    throw_error(async_error_.load(), "%s: the communicator's initialization failed", what);
-  }
-}
-
-void Communicator::drain_background() {
-  if (init_state_.load(std::memory_order_acquire) == kReady && background_) {
-    (void)background_->drain();  // its errors are the communicator's async error already
-  }
-}
+void Communicator::drain_background() { async_.drain(); }
 
 void Communicator::enqueue_background(std::function<cclResult_t(Communicator&)> work) {
-  wait_initialized("enqueue");  // background_ exists once init is done
-  if (!background_) throw_error(cclInternalError, "no background queue on a blocking communicator");
-  queued_begin();
-  background_->enqueue(
-      [this, work = std::move(work)] {
-        const cclResult_t result = work(*this);
-        queued_end();
-        return result;
-      },
-      options_.timeout);
+  async_.enqueue([this, work = std::move(work)] {
+    const cclResult_t result = work(*this);
+    queued_end();
+    return result;
+  });
 }
 
 void Communicator::connect_peers(Store& store) {
@@ -174,7 +127,7 @@ void Communicator::connect_peers(Store& store) {
   ctx.nranks = nranks_;
   ctx.store = &store;
   ctx.deadline = deadline;
-  ctx.abort = &abort_;
+  ctx.abort = &status_.abort_flag();
 
   // Rank 0 names the communicator: the name keys shared-memory segments and store entries.
   if (rank_ == 0) store.set("comm_tag", to_bytes(random_tag()));
@@ -246,16 +199,6 @@ void Communicator::choose_wait_policy() {
   CCL_INFO(kInit, "rank %d: %d local rank(s) on %d core(s): spin %lld us, yield %lld us", rank_,
            local_ranks_, cores, static_cast<long long>(wait_policy_.spin.count()),
            static_cast<long long>(wait_policy_.yield.count()));
-}
-
-void Communicator::set_last_error(const std::string& message) {
-  std::lock_guard<std::mutex> lock(error_mutex_);
-  last_error_ = message;
-}
-
-const char* Communicator::last_error() {
-  std::lock_guard<std::mutex> lock(error_mutex_);
-  return last_error_.c_str();
 }
 
 }  // namespace ccl

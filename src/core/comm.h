@@ -24,6 +24,9 @@
 #include "base/deadline.h"
 #include "ccl/ccl.h"
 #include "core/bootstrap/store.h"
+#include "core/comm/async_state.h"
+#include "core/comm/options.h"
+#include "core/comm/status.h"
 #include "core/comm_layout.h"
 #include "core/flight_recorder.h"
 #include "core/op_check.h"
@@ -34,22 +37,6 @@
 
 namespace ccl {
 
-namespace transport {
-class LoopbackFabric;
-}
-
-struct CommOptions {
-  int rank = 0;
-  int nranks = 1;
-  std::chrono::milliseconds timeout{300000};
-  std::string name;  // cclConfig_t.commName, for logs
-  // cclConfig_t.blocking = 0: init and NULL-stream operations return cclInProgress and run in
-  // the background; cclCommGetAsyncError says when they are done.
-  bool blocking = true;
-  // Loopback (ranks as threads of one process, for tests): when set, every peer uses it.
-  std::shared_ptr<transport::LoopbackFabric> loopback;
-};
-
 class Communicator {
  public:
   // Joins the other ranks through `store` (a fresh namespace of it) and connects to every peer.
@@ -58,7 +45,7 @@ class Communicator {
   // Non-blocking init: returns at once; a thread of the communicator gets the store from
   // `connect` (bounded by the deadline, abortable) and joins as create() does. Until it is
   // done, poll_async_error() says cclInProgress and operations wait for it (bounded).
-  using StoreConnector = std::function<std::unique_ptr<Store>(Deadline, const AbortFlag*)>;
+  using StoreConnector = AsyncState::StoreConnector;
   static std::shared_ptr<Communicator> create_async(const CommOptions& options,
                                                     StoreConnector connect);
   ~Communicator();
@@ -108,8 +95,8 @@ class Communicator {
   // done; afterwards every operation fails with InvalidUsage.
   void finalize();
   // Stream work of this communicator: counted so that finalize can wait for it.
-  void queued_begin();
-  void queued_end();
+  void queued_begin() { async_.queued_begin(); }
+  void queued_end() { async_.queued_end(); }
 
   ReductionOps& reduction_ops() { return reduction_ops_; }
   const CommLayout& layout() const { return layout_; }
@@ -120,24 +107,22 @@ class Communicator {
   // cclCommAbort: abort(), then, once no operation runs (waiting at most `grace`), tells the
   // peers that this rank aborted (an operation that was running has told them already).
   void abort_and_notify(std::chrono::milliseconds grace);
-  bool aborted() const { return abort_.load(); }
+  bool aborted() const { return status_.aborted(); }
   // First error of an operation (cclSuccess if none): the communicator is unusable after one.
-  cclResult_t async_error() const { return async_error_.load(); }
+  cclResult_t async_error() const { return status_.error(); }
   // cclCommGetAsyncError: async_error(), after asking the transports, when no operation runs,
   // whether a peer failed or vanished meanwhile (then that is the error, recorded).
   cclResult_t poll_async_error();
   // Operations fail fast once the communicator has failed or been destroyed.
-  void mark_destroyed() { destroyed_.store(true); }
+  void mark_destroyed() { status_.mark_destroyed(); }
 
   // cclGetLastError's text. The pointer stays valid until the next failure.
-  void set_last_error(const std::string& message);
-  const char* last_error();
+  void set_last_error(const std::string& message) { status_.set_last_error(message); }
+  const char* last_error() { return status_.last_error(); }
 
  private:
   Communicator(const CommOptions& options);
   void init(Store& store);  // everything create() does after construction
-  // Blocks (bounded by the timeout, abortable) until a non-blocking init is done; throws its error.
-  void wait_initialized(const char* what) const;
   void connect_peers(Store& store);
   void choose_wait_policy();  // from CCL_SPIN_US/CCL_YIELD_US and whether ranks outnumber cores
   // The tuner (comm_tuning.cc): figures from CCL_TUNER_FILE or a probe, rank 0's for everyone.
@@ -151,8 +136,6 @@ class Communicator {
   // collective and size) and with a warning when CCL_ALGO/CCL_PROTO allowed nothing.
   tune::Choice plan(tune::Collective collective, size_t bytes);
   void check_usable(const char* what) const;
-  // Marks the communicator failed with `code` (the first failure wins).
-  void mark_failed(cclResult_t code);
   // mark_failed(error.code()) for an error thrown by one of its operations, and tells every
   // peer, so that they fail now rather than at their timeout (transport.h). Call it from the
   // thread that holds op_mutex_.
@@ -217,6 +200,8 @@ class Communicator {
   int rank_;
   int nranks_;
   CommOptions options_;
+  CommStatus status_;
+  AsyncState async_;
   algo::WaitPolicy wait_policy_;
   size_t chunk_bytes_ = 0;
   int local_ranks_ = 1;     // ranks on this host, this one included
@@ -226,16 +211,6 @@ class Communicator {
   std::mutex tune_log_mutex_;
   std::set<std::pair<int, size_t>> tune_logged_;  // (collective, bytes) whose choice was logged
   std::atomic<uint32_t> fallback_warned_{0};      // bit c: collective c's fallback was logged
-  AbortFlag abort_{false};
-  // Non-blocking init: its thread and its state (kReady when created by create()).
-  enum InitState : int { kReady, kInitializing, kInitFailed };
-  std::atomic<int> init_state_{kReady};
-  mutable std::mutex init_mutex_;
-  mutable std::condition_variable init_done_;
-  std::thread init_thread_;
-  std::unique_ptr<cclStream> background_;  // non-blocking mode's queue of NULL-stream work
-  std::atomic<bool> destroyed_{false};
-  std::atomic<cclResult_t> async_error_{cclSuccess};
   uint64_t sequence_ = 0;
   Clock::time_point op_start_{};  // of the current operation: its deadline counts from here
   bool check_mode_ = false;       // CCL_CHECK_MODE
@@ -263,12 +238,6 @@ class Communicator {
   std::vector<std::byte> scratch_;
   std::vector<std::byte> staging_;  // PreMulSum's scaled input, in-place all-to-all's copy
   ReductionOps reduction_ops_;
-  std::atomic<bool> finalized_{false};
-  std::mutex queued_mutex_;
-  std::condition_variable queued_done_;
-  std::atomic<int> queued_{0};  // operations queued on streams and not finished
-  std::mutex error_mutex_;
-  std::string last_error_;
 };
 
 }  // namespace ccl

@@ -31,18 +31,8 @@ algo::ExecOp copy_op(cclDataType_t type) {
 }  // namespace
 
 void Communicator::check_usable(const char* what) const {
-  if (init_state_.load(std::memory_order_acquire) != kReady) wait_initialized(what);
-  if (destroyed_.load()) throw_error(cclInvalidUsage, "%s: the communicator was destroyed", what);
-  if (abort_.load()) throw_error(cclInvalidUsage, "%s: the communicator was aborted", what);
-  if (finalized_.load()) {
-    throw_error(cclInvalidUsage,
-                "%s: the communicator was finalized; only cclCommDestroy may follow", what);
-  }
-  cclResult_t failed = async_error_.load();
-  if (failed != cclSuccess) {
-    throw_error(failed, "%s: the communicator failed earlier (%s); destroy or abort it", what,
-                cclGetErrorString(failed));
-  }
+  if (!async_.ready()) async_.wait_initialized(what);
+  status_.throw_if_unusable(what);
 }
 
 Communicator::OpScope Communicator::begin_op(const OpInfo& info) {
@@ -70,7 +60,7 @@ void Communicator::end_record(const Error& error) {
   if (record_ended_) return;
   record_ended_ = true;
   FlightRecorder::State state = error.code() == cclTimeout ? FlightRecorder::State::TimedOut
-                                : abort_.load()            ? FlightRecorder::State::Aborted
+                                : status_.aborted()        ? FlightRecorder::State::Aborted
                                                            : FlightRecorder::State::Failed;
   recorder_->end(record_, state, error.code());
   recorder_->dump(error.what());
@@ -92,7 +82,7 @@ void Communicator::check_agreement(const OpInfo& info) {
   // it could reach a peer still in the exchange and fail it as "rank N failed" instead.
   const Error error(cclInvalidUsage, std::string("CCL_CHECK_MODE: ") + mismatch);
   end_record(error);
-  mark_failed(error.code());
+  status_.mark_failed(error.code());
   throw error;
 }
 
@@ -340,27 +330,10 @@ void Communicator::point_to_point(std::span<const algo::PointToPoint> operations
 }
 
 void Communicator::finalize() {
-  {
-    std::unique_lock<std::mutex> lock(queued_mutex_);
-    if (!queued_done_.wait_for(lock, options_.timeout, [&] { return queued_.load() == 0; })) {
-      throw_error(cclTimeout, "cclCommFinalize: %d operation(s) queued on streams did not finish",
-                  queued_.load());
-    }
-  }
+  async_.wait_queued();
   std::lock_guard lock(op_mutex_);  // lets an operation of another thread finish
   check_usable("cclCommFinalize");
-  finalized_.store(true);
-}
-
-// An atomic count on the stream path (two per queued operation); the lock only when the count
-// reaches zero, for finalize's wait.
-void Communicator::queued_begin() { queued_.fetch_add(1); }
-
-void Communicator::queued_end() {
-  if (queued_.fetch_sub(1) == 1) {
-    { std::lock_guard<std::mutex> lock(queued_mutex_); }  // a finalize between its check and wait
-    queued_done_.notify_all();
-  }
+  status_.mark_finalized();
 }
 
 }  // namespace ccl

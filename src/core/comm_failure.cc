@@ -6,30 +6,25 @@
 #include <set>
 #include <thread>
 
-#include "core/comm.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "core/comm.h"
 #include "core/stream.h"
 
 namespace ccl {
 
 void Communicator::abort() {
-  abort_.store(true);
+  status_.abort();
   // During a non-blocking init the transports are being built: its waits see the flag.
-  if (init_state_.load(std::memory_order_acquire) != kReady) return;
+  if (!async_.ready()) return;
   for (auto& t : transports_) t->interrupt();
 }
 
-void Communicator::mark_failed(cclResult_t code) {
-  cclResult_t expected = cclSuccess;
-  async_error_.compare_exchange_strong(expected, code);
-}
-
 void Communicator::record_failure(const Error& error) {
-  mark_failed(error.code());
+  status_.mark_failed(error.code());
   // An abort makes the running operation fail: tell the peers it was that.
-  notify_peers(abort_.load() ? transport::abort_notice(rank_)
-                             : transport::notice_for(error, rank_));
+  notify_peers(status_.aborted() ? transport::abort_notice(rank_)
+                                 : transport::notice_for(error, rank_));
 }
 
 void Communicator::notify_peers(const transport::FailureNotice& notice) {
@@ -40,7 +35,7 @@ void Communicator::notify_peers(const transport::FailureNotice& notice) {
 
 void Communicator::abort_and_notify(std::chrono::milliseconds grace) {
   abort();
-  if (init_state_.load(std::memory_order_acquire) != kReady) return;
+  if (!async_.ready()) return;
   // try_lock in a loop, not a timed lock: ThreadSanitizer misreads pthread_mutex_timedlock.
   std::unique_lock lock(op_mutex_, std::defer_lock);
   const Deadline until = Deadline::after(grace);
@@ -52,10 +47,10 @@ void Communicator::abort_and_notify(std::chrono::milliseconds grace) {
 }
 
 cclResult_t Communicator::poll_async_error() {
-  if (init_state_.load(std::memory_order_acquire) == kInitializing) return cclInProgress;
-  cclResult_t current = async_error_.load();
-  if (current != cclSuccess || destroyed_.load() || abort_.load()) return current;
-  if (background_ && background_->query() == cclInProgress) return cclInProgress;
+  if (async_.initializing()) return cclInProgress;
+  cclResult_t current = status_.error();
+  if (current != cclSuccess || status_.destroyed() || status_.aborted()) return current;
+  if (async_.queue_busy()) return cclInProgress;
   std::unique_lock lock(op_mutex_, std::try_to_lock);
   if (!lock.owns_lock()) return current;  // an operation runs: it will see any failure itself
   try {
@@ -65,7 +60,7 @@ cclResult_t Communicator::poll_async_error() {
     set_last_error(e.what());
     record_failure(e);
   }
-  return async_error_.load();
+  return status_.error();
 }
 
 void Communicator::note_pending(std::span<const int> peers) {

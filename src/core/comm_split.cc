@@ -8,11 +8,11 @@
 #include <array>
 #include <cstring>
 
+#include "base/error.h"
+#include "base/log.h"
 #include "core/bootstrap/tcp_store.h"
 #include "core/bootstrap/unique_id.h"
 #include "core/comm.h"
-#include "base/error.h"
-#include "base/log.h"
 #include "transport/loopback/loopback_transport.h"
 
 namespace ccl {
@@ -128,7 +128,8 @@ std::shared_ptr<Communicator> Communicator::split(int color, int key, const Comm
            child_options.blocking ? "" : " (joins in the background)");
   if (!child_options.blocking) return create_async(child_options, std::move(connect));
   // The parent's abort flag: cclCommAbort on the parent releases a join that hangs.
-  std::unique_ptr<Store> store = connect(Deadline::after(child_options.timeout), &abort_);
+  std::unique_ptr<Store> store =
+      connect(Deadline::after(child_options.timeout), &status_.abort_flag());
   return create(child_options, *store);
 }
 
