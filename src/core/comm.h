@@ -1,19 +1,21 @@
-// A communicator: its ranks, its connections (one per peer, over shm, tcp or loopback), and the
-// collectives, each built as a schedule and run by the executor.
+// A communicator: its ranks and the collectives over them. It is a thin composition of parts, each
+// with one job (src/core/comm/):
+//   status       abort flag, destroy and finalize marks, first error, cclGetLastError's text
+//   async state  non-blocking init's thread, the NULL-stream queue of a non-blocking communicator,
+//                the count of stream work that finalize waits for
+//   peers        the layout, the transports and each peer's connection, executor and direct path
+//   planner      the tuner, its choice per operation, the schedule cache
+//   op runner    one operation at a time under its deadline, the flight recorder, failures and
+//                timeouts
+// (and TunerSetup, which makes the planner's tuner at init). The collectives (comm_collectives.cc)
+// ask the planner and run its choice through the op runner; split is comm_split.cc.
 #pragma once
 
-#include <atomic>
-#include <condition_variable>
+#include <chrono>
 #include <functional>
-#include <map>
 #include <memory>
-#include <mutex>
-#include <set>
 #include <span>
 #include <string>
-#include <thread>
-#include <tuple>
-#include <vector>
 
 #include "algorithms/direct.h"
 #include "algorithms/double_binary_tree.h"
@@ -25,7 +27,10 @@
 #include "ccl/ccl.h"
 #include "core/bootstrap/store.h"
 #include "core/comm/async_state.h"
+#include "core/comm/op_runner.h"
 #include "core/comm/options.h"
+#include "core/comm/peers.h"
+#include "core/comm/planner.h"
 #include "core/comm/status.h"
 #include "core/comm_layout.h"
 #include "core/flight_recorder.h"
@@ -59,8 +64,8 @@ class Communicator {
   // reference is never dropped by the queue's own thread.
   void drain_background();
 
-  int rank() const { return rank_; }
-  int nranks() const { return nranks_; }
+  int rank() const { return options_.rank; }
+  int nranks() const { return options_.nranks; }
 
   // The collectives (comm_collectives.cc). Arguments were checked by the C layer; counts and
   // displacements are in elements; `op` may be a PreMulSum op of this communicator.
@@ -99,8 +104,8 @@ class Communicator {
   void queued_end() { async_.queued_end(); }
 
   ReductionOps& reduction_ops() { return reduction_ops_; }
-  const CommLayout& layout() const { return layout_; }
-  const tune::Tuner& tuner() const { return *tuner_; }
+  const CommLayout& layout() const { return peers_.layout(); }
+  const tune::Tuner& tuner() const { return planner_.tuner(); }
 
   // Abort: every wait of this communicator returns RemoteError promptly; safe from any thread.
   void abort();
@@ -121,122 +126,29 @@ class Communicator {
   const char* last_error() { return status_.last_error(); }
 
  private:
-  Communicator(const CommOptions& options);
+  // The CCL_* settings of the parts, read at construction in this order (a malformed one throws).
+  struct Settings {
+    bool check_mode;     // CCL_CHECK_MODE
+    size_t trace_ops;    // CCL_TRACE_BUFFER_SIZE
+    size_t chunk_bytes;  // CCL_CHUNKSIZE, or CCL_BUFFSIZE / 4
+  };
+  static Settings read_settings();
+  explicit Communicator(const CommOptions& options);
+  Communicator(const CommOptions& options, const Settings& settings);
   void init(Store& store);  // everything create() does after construction
-  void connect_peers(Store& store);
-  void choose_wait_policy();  // from CCL_SPIN_US/CCL_YIELD_US and whether ranks outnumber cores
-  // The tuner (comm_tuning.cc): figures from CCL_TUNER_FILE or a probe, rank 0's for everyone.
-  void setup_tuner();
-  tune::Figures probe_figures(const tune::Shape& shape);
-  void probe_direct(tune::Figures* figures, const float* in, float* out, const algo::ExecOp& sum);
-  void fit_net_by_exchange(const tune::Shape& shape, tune::Figures* figures, const float* in,
-                           float* out, const algo::ExecOp& sum);
-  void share_figures(tune::Figures* figures);
-  // The tuner's choice for one operation, logged with its cost table under TUNE (once per
-  // collective and size) and with a warning when CCL_ALGO/CCL_PROTO allowed nothing.
-  tune::Choice plan(tune::Collective collective, size_t bytes);
-  void check_usable(const char* what) const;
-  // mark_failed(error.code()) for an error thrown by one of its operations, and tells every
-  // peer, so that they fail now rather than at their timeout (transport.h). Call it from the
-  // thread that holds op_mutex_.
-  void record_failure(const Error& error);
-  void notify_peers(const transport::FailureNotice& notice);
-  // The Timeout to report for `error` (a timeout of the operation `label`, own or a peer's):
-  // names the rank that holds everyone up, found along the ranks' wait-for edges.
-  Error resolve_timeout(const Error& error, const std::string& label);
-  // The current operation waits for `peers` (each time the executor goes to sleep).
-  void note_pending(std::span<const int> peers);
-  // Runs `schedule` with the scratch it asks for (the caller holds op_mutex_); `what` names it.
-  void execute(const algo::Schedule& schedule, const void* input, void* output,
-               const algo::ExecOp& op, const char* what);
-  // Runs `body(deadline, label)` as operation `what`, recording its failure.
-  template <typename Body>
-  void run_op(const char* what, Body&& body);
-  // The schedule of `choice` (its registry entry's build, registry.h) for `count` elements of
-  // `elem_size` bytes (root: broadcast and reduce), cached per shape.
-  const algo::Schedule& cached(const tune::Choice& choice, size_t count, int root,
-                               size_t elem_size);
-  // Runs the operation `what` as `choice` says: its entry's direct run, or its schedule through
-  // the executor. `bytes` as the tuner saw it (algo_selection.h).
-  void run_choice(const tune::Choice& choice, const char* what, const void* input, void* output,
-                  size_t count, size_t bytes, const algo::ExecOp& exec, int root);
-  void* scratch(size_t bytes);  // executor scratch of at least `bytes`
-  // A builder's parameters for `count` elements of `elem_size` bytes, in chunks of `chunk_bytes`
-  // (0: none), over positions in `order`
-  // `order`: the layout's ring or tree order.
-  algo::ScheduleParams ring_params(size_t count, size_t elem_size, size_t chunk_bytes) const {
-    return schedule_params(count, elem_size, chunk_bytes, layout_.ring_order);
-  }
-  algo::ScheduleParams schedule_params(size_t count, size_t elem_size, size_t chunk_bytes,
-                                       std::span<const int> order) const;
   // Allreduce (root -1) or reduce to `root`; the caller holds op_mutex_.
   void reduce_to(const void* sendbuff, void* recvbuff, size_t count, cclDataType_t type,
                  cclRedOp_t op, int root);
-  // The operation begun by begin_op(), until the end of the caller's scope: recorded as
-  // completed then, unless it failed (run_op recorded how) or an exception unwinds it.
-  class OpScope {
-   public:
-    explicit OpScope(Communicator* comm) : comm_(comm), unwinding_(std::uncaught_exceptions()) {}
-    ~OpScope();
-    OpScope(const OpScope&) = delete;
-    OpScope& operator=(const OpScope&) = delete;
 
-   private:
-    Communicator* comm_;
-    int unwinding_;
-  };
-  // Starts an operation: the caller holds op_mutex_. Throws if the communicator is unusable, and
-  // with CCL_CHECK_MODE if the ranks disagree on what they call. Records it in the flight recorder.
-  [[nodiscard]] OpScope begin_op(const OpInfo& info);
-  // CCL_CHECK_MODE: the ranks exchange `info` and compare (op_check.h).
-  void check_agreement(const OpInfo& info);
-  // Records the current operation's failure by `error` and dumps the flight recorder.
-  void end_record(const Error& error);
-  // The input a reduction reads: `sendbuff`, or for PreMulSum a scaled copy of it.
-  const void* reduction_input(const Reduction& r, const void* sendbuff, size_t count);
-  // A private copy of `bytes` of `data` (for in-place all-to-all, whose input it overwrites).
-  const void* staged_copy(const void* data, size_t bytes);
-
-  int rank_;
-  int nranks_;
+  // The parts, in the order they are built: each gets references to those above it. The
+  // destructor first shuts the async state down (joins the init thread, lets the queue finish),
+  // while every part is still alive.
   CommOptions options_;
   CommStatus status_;
   AsyncState async_;
-  algo::WaitPolicy wait_policy_;
-  size_t chunk_bytes_ = 0;
-  int local_ranks_ = 1;     // ranks on this host, this one included
-  bool local_shm_ = false;  // the ranks of a host talk over shared memory (or loopback)
-  CommLayout layout_;
-  std::unique_ptr<tune::Tuner> tuner_;
-  std::mutex tune_log_mutex_;
-  std::set<std::pair<int, size_t>> tune_logged_;  // (collective, bytes) whose choice was logged
-  std::atomic<uint32_t> fallback_warned_{0};      // bit c: collective c's fallback was logged
-  uint64_t sequence_ = 0;
-  Clock::time_point op_start_{};  // of the current operation: its deadline counts from here
-  bool check_mode_ = false;       // CCL_CHECK_MODE
-  uint64_t checked_collectives_ = 0;
-  // The flight recorder (CCL_TRACE_BUFFER_SIZE) and the current operation's record in it.
-  std::unique_ptr<FlightRecorder> recorder_;
-  uint64_t record_ = 0;
-  bool record_ended_ = true;
-  // Whom the current operation waits for, when the executor goes to sleep: for the recorder and
-  // for resolve_timeout().
-  struct PendingObserver final : algo::WaitObserver {
-    Communicator* comm = nullptr;
-    void waiting_for(std::span<const int> peers) override { comm->note_pending(peers); }
-  } pending_observer_;
-  std::vector<int> pending_now_;
-
-  std::vector<std::unique_ptr<transport::Transport>> transports_;
-  algo::PeerLinks links_;
-  std::unique_ptr<algo::Executor> executor_;
-  std::unique_ptr<algo::DirectCollectives> direct_;  // when every rank shares memory
-  std::timed_mutex op_mutex_;                        // one operation at a time on a communicator
-  bool peers_notified_ = false;                      // under op_mutex_
-  // (kind, algorithm, chunk bytes, count, root, element size) -> schedule
-  std::map<std::tuple<int, int, size_t, size_t, int, size_t>, algo::Schedule> schedules_;
-  std::vector<std::byte> scratch_;
-  std::vector<std::byte> staging_;  // PreMulSum's scaled input, in-place all-to-all's copy
+  Peers peers_;
+  Planner planner_;
+  OpRunner runner_;
   ReductionOps reduction_ops_;
 };
 
