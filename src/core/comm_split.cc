@@ -8,11 +8,11 @@
 #include <array>
 #include <cstring>
 
+#include "base/error.h"
+#include "base/log.h"
 #include "core/bootstrap/tcp_store.h"
 #include "core/bootstrap/unique_id.h"
 #include "core/comm.h"
-#include "base/error.h"
-#include "base/log.h"
 #include "transport/loopback/loopback_transport.h"
 
 namespace ccl {
@@ -66,30 +66,31 @@ std::shared_ptr<Communicator> Communicator::split(int color, int key, const Comm
 
   // 1. Everyone's (color, key): the members of this rank's group, ordered by (key, parent rank).
   const int64_t mine[2] = {color, key};
-  std::vector<int64_t> everyone(2 * static_cast<size_t>(nranks_));
+  std::vector<int64_t> everyone(2 * static_cast<size_t>(nranks()));
   all_gather(mine, everyone.data(), 2, cclInt64);
   std::vector<int> members;
-  for (int r = 0; r < nranks_; ++r) {
+  for (int r = 0; r < nranks(); ++r) {
     if (everyone[2 * r] == color) members.push_back(r);
   }
   std::stable_sort(members.begin(), members.end(),
                    [&](int a, int b) { return everyone[2 * a + 1] < everyone[2 * b + 1]; });
   SplitGroup group;
   group.joins = color != CCL_SPLIT_NOCOLOR;
-  group.rank = static_cast<int>(std::find(members.begin(), members.end(), rank_) - members.begin());
+  group.rank =
+      static_cast<int>(std::find(members.begin(), members.end(), rank()) - members.begin());
   group.size = static_cast<int>(members.size());
   const int leader = members.front();
 
   // 2. Each group's leader opens its rendezvous; everyone learns the leaders' addresses.
   RendezvousAddress address{};
-  if (group.joins && rank_ == leader) {
+  if (group.joins && rank() == leader) {
     if (options_.loopback) {
       group.loopback = open_loopback(group.size, address);
     } else {
       open_store_server(options.timeout, address);
     }
   }
-  std::vector<uint8_t> addresses(kAddressBytes * static_cast<size_t>(nranks_));
+  std::vector<uint8_t> addresses(kAddressBytes * static_cast<size_t>(nranks()));
   all_gather(address.data(), addresses.data(), kAddressBytes, cclUint8);
   memcpy(group.address.data(), addresses.data() + kAddressBytes * static_cast<size_t>(leader),
          kAddressBytes);
@@ -123,12 +124,13 @@ std::shared_ptr<Communicator> Communicator::split(int color, int key, const Comm
                                                       group.size, deadline, abort));
     };
   }
-  CCL_INFO(kInit, "split: rank %d of the parent is rank %d of %d with color %d%s", rank_,
+  CCL_INFO(kInit, "split: rank %d of the parent is rank %d of %d with color %d%s", rank(),
            group.rank, group.size, color,
            child_options.blocking ? "" : " (joins in the background)");
   if (!child_options.blocking) return create_async(child_options, std::move(connect));
   // The parent's abort flag: cclCommAbort on the parent releases a join that hangs.
-  std::unique_ptr<Store> store = connect(Deadline::after(child_options.timeout), &abort_);
+  std::unique_ptr<Store> store =
+      connect(Deadline::after(child_options.timeout), &status_.abort_flag());
   return create(child_options, *store);
 }
 

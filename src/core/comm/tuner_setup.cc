@@ -1,7 +1,3 @@
-// The communicator's tuner: the figures of its links (from CCL_TUNER_FILE, or a probe at init),
-// what CCL_ALGO/CCL_PROTO allow, and the choice made for each operation, explained under
-// CCL_DEBUG_SUBSYS=TUNE.
-//
 // The probe times a few real operations over the communicator's own links and solves the cost
 // model's formulas for its figures:
 //   - alpha of a link: a ring allreduce of one element per rank is 2(n-1) steps of nothing;
@@ -12,6 +8,8 @@
 // Each is the median of a few calls after a warm-up. Ranks measure different times, but every
 // rank must predict the same costs (ranks that chose different algorithms would wait for each
 // other forever), so rank 0's figures are broadcast and used by all.
+#include "core/comm/tuner_setup.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -21,7 +19,6 @@
 #include "algorithms/recursive_doubling.h"
 #include "algorithms/reduce/reduce.h"
 #include "algorithms/ring.h"
-#include "core/comm.h"
 #include "base/config.h"
 #include "base/error.h"
 #include "base/log.h"
@@ -65,29 +62,31 @@ double transfer_us(double bytes, double gbps) { return bytes / (gbps * 1e3); }
 
 }  // namespace
 
-void Communicator::setup_tuner() {
-  op_start_ = Clock::now();  // the probes below run as one operation, under one deadline
+void TunerSetup::run() {
+  runner_.start_unrecorded();  // the probes below run as one operation, under one deadline
   tune::Shape shape;
-  shape.nranks = nranks_;
-  shape.nhosts = layout_.nhosts;
-  shape.ranks_per_host = layout_.ranks_per_host;
-  shape.uniform_hosts = layout_.uniform_hosts;
-  shape.shm = local_shm_;
-  shape.window_bytes = direct_ ? direct_->max_bytes() : 0;
-  shape.chunk_bytes = chunk_bytes_;
+  const CommLayout& layout = peers_.layout();
+  shape.nranks = options_.nranks;
+  shape.nhosts = layout.nhosts;
+  shape.ranks_per_host = layout.ranks_per_host;
+  shape.uniform_hosts = layout.uniform_hosts;
+  shape.shm = peers_.local_shm();
+  shape.window_bytes = peers_.direct() ? peers_.direct()->max_bytes() : 0;
+  shape.chunk_bytes = planner_.chunk_bytes();
   const tune::Selection selection =
       tune::Selection::parse(config_string("CCL_ALGO"), config_string("CCL_PROTO"));
   const std::string file = config_string("CCL_TUNER_FILE");
   tune::Figures figures = file.empty() ? probe_figures(shape) : tune::read_figures_file(file);
   share_figures(&figures);
-  CCL_INFO(kTune, "rank %d: link figures (%s):\n%s", rank_,
+  CCL_INFO(kTune, "rank %d: link figures (%s):\n%s", options_.rank,
            file.empty() ? "probed; rank 0's" : file.c_str(), tune::format_figures(figures).c_str());
-  tuner_ = std::make_unique<tune::Tuner>(shape, figures, selection);
+  planner_.set_tuner(std::make_unique<tune::Tuner>(shape, figures, selection));
 }
 
-tune::Figures Communicator::probe_figures(const tune::Shape& shape) {
+tune::Figures TunerSetup::probe_figures(const tune::Shape& shape) {
+  const int nranks = options_.nranks;
   tune::Figures figures = tune::default_figures();
-  const algo::ExecOp sum = algo::reduction_op(cclFloat, cclSum, nranks_);
+  const algo::ExecOp sum = algo::reduction_op(cclFloat, cclSum, nranks);
   const size_t probe_count = kProbeBytes / sizeof(float);
   const size_t buffer_count = std::max(kProbeBytes, kDirectProbeBytes) / sizeof(float);
   std::vector<float> in(buffer_count, 1.0f), out(buffer_count);
@@ -96,23 +95,25 @@ tune::Figures Communicator::probe_figures(const tune::Shape& shape) {
   const double reduce_us =
       median_us(kProbeCalls, [&] { sum.reduce(out.data(), in.data(), out.data(), probe_count); });
   figures.reduce_gbps = bandwidth_gbps(kProbeBytes, reduce_us, 0, figures.reduce_gbps);
-  if (nranks_ == 1) return figures;
-  if (direct_) probe_direct(&figures, in.data(), out.data(), sum);
+  if (nranks == 1) return figures;
+  if (peers_.direct()) probe_direct(&figures, in.data(), out.data(), sum);
 
   // A link: the ring's steps, first empty, then carrying kProbeBytes / n each.
-  const double steps = 2.0 * (nranks_ - 1);
+  const double steps = 2.0 * (nranks - 1);
   auto ring_us = [&](size_t count) {
-    const algo::Schedule schedule = algo::ring_allreduce(ring_params(count, sizeof(float), 0));
-    return median_us(kProbeCalls, [&] { execute(schedule, in.data(), out.data(), sum, "probe"); });
+    const algo::Schedule schedule =
+        algo::ring_allreduce(planner_.ring_params(count, sizeof(float), 0));
+    return median_us(kProbeCalls,
+                     [&] { runner_.execute(schedule, in.data(), out.data(), sum, "probe"); });
   };
   tune::LinkFigures& link = shape.nhosts == 1 && shape.shm ? figures.shm : figures.net;
-  const double empty_ring_us = ring_us(static_cast<size_t>(nranks_));
+  const double empty_ring_us = ring_us(static_cast<size_t>(nranks));
   const double full_ring_us = ring_us(probe_count);
   CCL_TRACE(kTune, "probe: ring of %d elements %.2f us, of %zu B %.2f us, sum of %zu B %.2f us",
-            nranks_, empty_ring_us, kProbeBytes, full_ring_us, kProbeBytes, reduce_us);
+            nranks, empty_ring_us, kProbeBytes, full_ring_us, kProbeBytes, reduce_us);
   link.alpha_us = empty_ring_us / steps;
-  const double moved = steps / nranks_ * kProbeBytes;
-  const double reduced = (nranks_ - 1.0) / nranks_ * kProbeBytes;
+  const double moved = steps / nranks * kProbeBytes;
+  const double reduced = (nranks - 1.0) / nranks * kProbeBytes;
   link.beta_gbps = bandwidth_gbps(moved, full_ring_us,
                                   steps * link.alpha_us + transfer_us(reduced, figures.reduce_gbps),
                                   link.beta_gbps);
@@ -126,11 +127,13 @@ tune::Figures Communicator::probe_figures(const tune::Shape& shape) {
 // suggest. So the net figures are fitted to what the exchanges do: the model's recursive doubling
 // time is linear in the net alpha and 1/beta, and two timed runs (one element per rank,
 // kProbeBytes) give both. A fit that is not positive (noise) keeps the ring's figures.
-void Communicator::fit_net_by_exchange(const tune::Shape& shape, tune::Figures* figures,
-                                       const float* in, float* out, const algo::ExecOp& sum) {
+void TunerSetup::fit_net_by_exchange(const tune::Shape& shape, tune::Figures* figures,
+                                     const float* in, float* out, const algo::ExecOp& sum) {
+  const int nranks = options_.nranks;
   auto measured_us = [&](size_t count) {
-    const algo::Schedule schedule = algo::recursive_doubling_allreduce(nranks_, rank_, count);
-    return median_us(kProbeCalls, [&] { execute(schedule, in, out, sum, "probe"); });
+    const algo::Schedule schedule =
+        algo::recursive_doubling_allreduce(nranks, options_.rank, count);
+    return median_us(kProbeCalls, [&] { runner_.execute(schedule, in, out, sum, "probe"); });
   };
   auto model_us = [&](double alpha_us, double beta_gbps, size_t bytes) {
     tune::Figures f = *figures;
@@ -138,8 +141,8 @@ void Communicator::fit_net_by_exchange(const tune::Shape& shape, tune::Figures* 
     return *tune::CostModel(shape, f).predict_us(
         tune::Collective::AllReduce, tune::Algorithm::RecursiveDoubling, tune::Protocol::LL, bytes);
   };
-  const size_t small = static_cast<size_t>(nranks_) * sizeof(float);
-  const double t_small = measured_us(static_cast<size_t>(nranks_));
+  const size_t small = static_cast<size_t>(nranks) * sizeof(float);
+  const double t_small = measured_us(static_cast<size_t>(nranks));
   const double t_large = measured_us(kProbeBytes / sizeof(float));
   // t = base + alpha * per_alpha + (1 / beta) * per_inverse_beta, for each size.
   const double per_alpha = model_us(2, 1e9, small) - model_us(1, 1e9, small);
@@ -160,18 +163,19 @@ void Communicator::fit_net_by_exchange(const tune::Shape& shape, tune::Figures* 
 // solved for x and y. The reduce bandwidth found this way is what n ranks sharing the cores see
 // while they read each other's memory, which the schedules' reductions see too, so it replaces
 // the local measurement. A solution that is not positive (noise) keeps the earlier figures.
-void Communicator::probe_direct(tune::Figures* figures, const float* in, float* out,
-                                const algo::ExecOp& sum) {
-  const size_t count = std::min(kDirectProbeBytes, direct_->max_bytes()) / sizeof(float);
+void TunerSetup::probe_direct(tune::Figures* figures, const float* in, float* out,
+                              const algo::ExecOp& sum) {
+  algo::DirectCollectives& direct = *peers_.direct();
+  const size_t count = std::min(kDirectProbeBytes, direct.max_bytes()) / sizeof(float);
   auto direct_us = [&](size_t elems, bool one_shot) {
     return median_us(kProbeCalls, [&] {
-      direct_->all_reduce(in, out, elems, sum, Deadline::after(options_.timeout),
-                          algo::OpLabel{"tuner probe", 0}, one_shot);
+      direct.all_reduce(in, out, elems, sum, Deadline::after(options_.timeout),
+                        algo::OpLabel{"tuner probe", 0}, one_shot);
     });
   };
   const double a = direct_us(1, true);
   const double t1 = direct_us(count, true), t2 = direct_us(count, false);
-  const double n = nranks_, S = static_cast<double>(count * sizeof(float));
+  const double n = options_.nranks, S = static_cast<double>(count * sizeof(float));
   const double r1 = t1 - a, r2 = t2 - 2 * a;
   const double a11 = 1, a12 = n - 1, a21 = 1 + (n - 1) / n, a22 = (n - 1) / n;
   const double det = a11 * a22 - a12 * a21;  // -2(n-1)^2/n: never 0 for n > 1
@@ -185,49 +189,15 @@ void Communicator::probe_direct(tune::Figures* figures, const float* in, float* 
   }
 }
 
-void Communicator::share_figures(tune::Figures* figures) {
-  if (nranks_ == 1) return;
+void TunerSetup::share_figures(tune::Figures* figures) {
+  if (options_.nranks == 1) return;
   // The struct's bytes as they are: every rank runs the same build.
   static_assert(std::is_trivially_copyable_v<tune::Figures>);
   algo::ExecOp bytes;
   bytes.elem_size = 1;
   const algo::Schedule schedule =
-      algo::chain_broadcast(ring_params(sizeof(tune::Figures), 1, 0), 0);
-  execute(schedule, figures, figures, bytes, "tuner figures");
-}
-
-}  // namespace ccl
-
-namespace ccl {
-
-tune::Choice Communicator::plan(tune::Collective collective, size_t bytes) {
-  const tune::Choice choice = tuner_->choose(collective, bytes);
-  if (choice.fallback) {
-    // Once per collective: CCL_ALGO=tree says nothing about allgather, which has no tree.
-    const uint32_t bit = 1u << static_cast<unsigned>(collective);
-    if ((fallback_warned_.fetch_or(bit) & bit) == 0) {
-      CCL_WARN(kTune, "%s", tuner_->choose_explained(collective, bytes).reason.c_str());
-    }
-  }
-  // CCL_DEBUG=INFO: the choice and its reason in one line (COLL), the whole cost table under
-  // CCL_DEBUG_SUBSYS=TUNE; once per (collective, size): a sweep logs each size once, a training
-  // loop once in all.
-  const bool line = log_enabled(LogLevel::Info, kColl), table = log_enabled(LogLevel::Info, kTune);
-  if (!line && !table) return choice;
-  {
-    std::lock_guard<std::mutex> lock(tune_log_mutex_);
-    if (tune_logged_.size() >= 1024) return choice;
-    if (!tune_logged_.emplace(static_cast<int>(collective), bytes).second) return choice;
-  }
-  if (line) {
-    CCL_INFO(kColl, "%s %zu B: %s", tune::collective_name(collective), bytes,
-             tuner_->choose_explained(collective, bytes).reason.c_str());
-  }
-  if (table) {
-    CCL_INFO(kTune, "%s %zu B:\n%s", tune::collective_name(collective), bytes,
-             tuner_->cost_table(collective, bytes).c_str());
-  }
-  return choice;
+      algo::chain_broadcast(planner_.ring_params(sizeof(tune::Figures), 1, 0), 0);
+  runner_.execute(schedule, figures, figures, bytes, "tuner figures");
 }
 
 }  // namespace ccl

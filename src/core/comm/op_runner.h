@@ -1,0 +1,155 @@
+// The operation runner of a communicator: one operation at a time (op_mutex_), each numbered,
+// under its deadline (the communicator's timeout from its start) and recorded in the flight
+// recorder (CCL_TRACE_BUFFER_SIZE); under CCL_CHECK_MODE the ranks first compare what they call.
+// It runs the planner's choice (its registry entry's direct run, or its schedule through the
+// executor, with the scratch it asks for) and handles failures (DESIGN.md principle 5, issue 6):
+// an error is named after the operation, a timeout is traced along the ranks' wait-for edges to
+// the rank that holds everyone up, and the first failure is recorded in the status and told to
+// every peer (transport.h, failure propagation).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "algorithms/executor.h"
+#include "algorithms/schedule.h"
+#include "base/deadline.h"
+#include "base/error.h"
+#include "ccl/ccl.h"
+#include "core/comm/async_state.h"
+#include "core/comm/options.h"
+#include "core/comm/peers.h"
+#include "core/comm/planner.h"
+#include "core/comm/status.h"
+#include "core/flight_recorder.h"
+#include "core/op_check.h"
+#include "core/reduction_ops.h"
+#include "core/tuning/tuner.h"
+
+namespace ccl {
+
+// The ExecOp of a copy of `type` elements (no reduction).
+algo::ExecOp copy_op(cclDataType_t type);
+
+class OpRunner {
+ public:
+  // `check_mode`: CCL_CHECK_MODE; `trace_ops`: CCL_TRACE_BUFFER_SIZE (checked by the caller).
+  OpRunner(const CommOptions& options, bool check_mode, size_t trace_ops, CommStatus& status,
+           const AsyncState& async, Peers& peers, Planner& planner);
+  OpRunner(const OpRunner&) = delete;
+  OpRunner& operator=(const OpRunner&) = delete;
+
+  std::timed_mutex& mutex() { return op_mutex_; }  // one operation at a time on a communicator
+  FlightRecorder* recorder() { return recorder_.get(); }
+  uint64_t sequence() const { return sequence_; }  // of the current (or last) operation
+
+  // Throws for `what` if the communicator is unusable: waits (bounded) for a non-blocking init
+  // first, then asks the status.
+  void check_usable(const char* what) const;
+
+  // The operation begun by begin_op(), until the end of the caller's scope: recorded as
+  // completed then, unless it failed (run_op recorded how) or an exception unwinds it.
+  class OpScope {
+   public:
+    explicit OpScope(OpRunner* runner) : runner_(runner), unwinding_(std::uncaught_exceptions()) {}
+    ~OpScope();
+    OpScope(const OpScope&) = delete;
+    OpScope& operator=(const OpScope&) = delete;
+
+   private:
+    OpRunner* runner_;
+    int unwinding_;
+  };
+  // Starts an operation: the caller holds op_mutex_. Throws if the communicator is unusable, and
+  // with CCL_CHECK_MODE if the ranks disagree on what they call. Records it in the flight recorder.
+  [[nodiscard]] OpScope begin_op(const OpInfo& info);
+  // Starts the deadline of work that runs as one operation without a record (the tuner's probes).
+  void start_unrecorded() { op_start_ = Clock::now(); }
+
+  // Runs `body(deadline, label)` as operation `what`, recording its failure.
+  template <typename Body>
+  void run_op(const char* what, Body&& body);
+  // Runs `schedule` with the scratch it asks for (the caller holds op_mutex_); `what` names it.
+  // `memory`: the call's buffers resolved already (call_memory.h); nullptr resolves them here.
+  void execute(const algo::Schedule& schedule, const void* input, void* output,
+               const algo::ExecOp& op, const char* what, const CallMemory* memory = nullptr);
+  // Runs the operation `what` as `choice` says: its entry's direct run, or its schedule through
+  // the executor. `bytes` as the tuner saw it (algo_selection.h).
+  void run_choice(const tune::Choice& choice, const char* what, const void* input, void* output,
+                  size_t count, size_t bytes, const algo::ExecOp& exec, int root,
+                  const CallMemory* memory = nullptr);
+
+  void* scratch(size_t bytes);  // executor scratch of at least `bytes`
+  // The input a reduction reads: `sendbuff`, or for PreMulSum a scaled copy of it.
+  const void* reduction_input(const Reduction& r, const void* sendbuff, size_t count);
+  // A private copy of `bytes` of `data` (for in-place all-to-all, whose input it overwrites).
+  const void* staged_copy(const void* data, size_t bytes);
+
+  // Marks the communicator failed with error.code() for an error thrown by one of its
+  // operations, and tells every peer, so that they fail now rather than at their timeout
+  // (transport.h). Call it from the thread that holds op_mutex_.
+  void record_failure(const Error& error);
+
+ private:
+  // CCL_CHECK_MODE: the ranks exchange `info` and compare (op_check.h).
+  void check_agreement(const OpInfo& info);
+  // Records the current operation's failure by `error` and dumps the flight recorder.
+  void end_record(const Error& error);
+  // The Timeout to report for `error` (a timeout of the operation `label`, own or a peer's):
+  // names the rank that holds everyone up, found along the ranks' wait-for edges.
+  Error resolve_timeout(const Error& error, const std::string& label);
+  // The current operation waits for `peers` (each time the executor goes to sleep).
+  void note_pending(std::span<const int> peers);
+
+  const CommOptions& options_;
+  CommStatus& status_;
+  const AsyncState& async_;
+  Peers& peers_;
+  Planner& planner_;
+  uint64_t sequence_ = 0;
+  Clock::time_point op_start_{};  // of the current operation: its deadline counts from here
+  const bool check_mode_;         // CCL_CHECK_MODE
+  uint64_t checked_collectives_ = 0;
+  // The flight recorder (CCL_TRACE_BUFFER_SIZE) and the current operation's record in it.
+  std::unique_ptr<FlightRecorder> recorder_;
+  uint64_t record_ = 0;
+  bool record_ended_ = true;
+  // Whom the current operation waits for, when the executor goes to sleep: for the recorder and
+  // for resolve_timeout().
+  struct PendingObserver final : algo::WaitObserver {
+    OpRunner* runner = nullptr;
+    void waiting_for(std::span<const int> peers) override { runner->note_pending(peers); }
+  } pending_observer_;
+  std::vector<int> pending_now_;
+  std::timed_mutex op_mutex_;  // one operation at a time on a communicator
+  std::vector<std::byte> scratch_;
+  std::vector<std::byte> staging_;  // PreMulSum's scaled input, in-place all-to-all's copy
+};
+
+template <typename Body>
+void OpRunner::run_op(const char* what, Body&& body) {
+  algo::OpLabel name{what, sequence_, &pending_observer_};
+  pending_now_.clear();
+  try {
+    body(Deadline(op_start_ + options_.timeout), name);
+  } catch (const Error& e) {
+    // Errors from inside a transport do not know the operation: name it (and its number).
+    const std::string label = name.str();
+    Error named = std::string_view(e.what()).starts_with(label)
+                      ? e
+                      : Error(e.code(), label + ": " + e.what(), e.culprit(), e.origin());
+    if (named.code() == cclTimeout) named = resolve_timeout(named, label);
+    end_record(named);
+    record_failure(named);
+    throw named;
+  }
+}
+
+}  // namespace ccl

@@ -1,0 +1,28 @@
+// What a communicator is asked to be: its rank among how many, its timeout, name and mode, and for
+// tests the loopback fabric its ranks share. Every part of the communicator reads it (a reference
+// to the communicator's own copy); nothing changes it after construction.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+namespace ccl {
+
+namespace transport {
+class LoopbackFabric;
+}
+
+struct CommOptions {
+  int rank = 0;
+  int nranks = 1;
+  std::chrono::milliseconds timeout{300000};
+  std::string name;  // cclConfig_t.commName, for logs
+  // cclConfig_t.blocking = 0: init and NULL-stream operations return cclInProgress and run in
+  // the background; cclCommGetAsyncError says when they are done.
+  bool blocking = true;
+  // Loopback (ranks as threads of one process, for tests): when set, every peer uses it.
+  std::shared_ptr<transport::LoopbackFabric> loopback;
+};
+
+}  // namespace ccl
