@@ -17,8 +17,8 @@
 #include "core/bootstrap/store.h"
 #include "core/call_memory.h"
 #include "core/comm/options.h"
-#include "core/registration_cache.h"
 #include "core/comm_layout.h"
+#include "core/registration_cache.h"
 #include "transport/failure_notice.h"
 #include "transport/transport.h"
 
@@ -67,7 +67,7 @@ class Peers {
   std::vector<std::unique_ptr<transport::Transport>> transports_;
   algo::PeerLinks links_;
   std::unique_ptr<algo::Executor> executor_;
-  std::unique_ptr<algo::DirectCollectives> direct_;  // when every rank shares memory
+  std::unique_ptr<algo::DirectCollectives> direct_;    // when every rank shares memory
   std::vector<transport::Transport*> transport_list_;  // transports_, for the per-call checks
   // After transports_: destroyed before them, it deregisters its regions from them.
   std::unique_ptr<RegistrationCache> registrations_;
