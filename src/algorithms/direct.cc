@@ -162,16 +162,51 @@ void DirectCollectives::all_reduce(const void* input, void* output, size_t count
 
 void DirectCollectives::broadcast(const void* input, void* output, size_t bytes, int root,
                                   Deadline deadline, const OpLabel& what) {
+  // Every rank asks at the same call (the sizes agree), before the operation starts.
+  const bool cma = bytes >= kCmaBroadcastMin && window_->nranks() > 1 && cma_usable(deadline, what);
   const unsigned p = begin(deadline, what);
+  const uint64_t s = sequence_;
   std::byte* box = window_->mailbox(root, p, bytes);
+  // With cross-memory attach (direct_cma.cc): where the root's input is, and how much of it comes
+  // through the mailbox; the receivers read the rest from the root's process. In the inline area,
+  // free for a message this large, published with the first piece.
+  struct Split {
+    uint64_t input;
+    uint64_t head;
+  };
+  std::byte* split_line = window_->mailbox(root, p, sizeof(Split));
   if (window_->rank() == root) {
+    const size_t tail = cma && output != input ? cma_share(bytes) : 0;
+    if (cma) {
+      const Split split{reinterpret_cast<uintptr_t>(input), bytes - tail};
+      kernels_->copy(split_line, &split, sizeof(split));
+    }
     // Receivers may sleep: one fence per piece is nothing next to its copy.
-    put_pieces(box, static_cast<const std::byte*>(input), bytes, p, 0, /*flush_each=*/true);
+    put_pieces(box, static_cast<const std::byte*>(input), bytes - tail, p, 0, /*flush_each=*/true);
     if (output != input) kernels_->copy(output, input, bytes);
+    // They read our input until they say they are done.
+    if (tail > 0) await_all(p, mark(s, 0), deadline, what);
     return;
   }
-  get_pieces(static_cast<std::byte*>(output), root, box, bytes, p, 0, deadline, what);
-  window_->publish(p, mark(sequence_, 0));  // done reading: the root may reuse the mailbox
+  auto* out = static_cast<std::byte*>(output);
+  size_t head = bytes;
+  if (cma) {
+    await(root, p, mark(s, 1), deadline, what);  // the first piece, and the split with it
+    Split split;
+    kernels_->copy(&split, split_line, sizeof(split));
+    head = split.head;
+    if (head > bytes) {
+      throw_error(cclInternalError, "%s: rank %d's broadcast split %llu exceeds %zu bytes",
+                  what.str().c_str(), root, static_cast<unsigned long long>(head), bytes);
+    }
+    const auto* from = reinterpret_cast<const std::byte*>(split.input) + head;
+    if (head < bytes && !window_->read_remote(root, from, out + head, bytes - head)) {
+      throw_error(cclSystemError, "%s: reading %zu bytes of rank %d's input failed (%s)",
+                  what.str().c_str(), bytes - head, root, "process_vm_readv");
+    }
+  }
+  get_pieces(out, root, box, head, p, 0, deadline, what);
+  window_->publish(p, mark(s, 0));  // done reading: the root may reuse the mailbox (and input)
   window_->flush();
 }
 

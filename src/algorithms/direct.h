@@ -79,8 +79,14 @@ class DirectCollectives {
   bool broadcast_registered(const void* input, void* output, size_t bytes, int root,
                             Deadline deadline, const OpLabel& what,
                             const transport::RegisteredRegion* region);
+  // Whether the receivers of a large out-of-place broadcast read a share of the root's input
+  // from its process (direct_cma.cc): known after the first such broadcast. For tests and logs.
+  bool reads_root_memory() const { return cma_ > 0; }
   // Below this size the agreement costs more than the copy it saves.
   static constexpr size_t kRegisteredBroadcastMin = 256 * 1024;
+  // From this size an out-of-place broadcast lets the receivers read a share of the root's input
+  // straight from its process (direct_cma.cc), where every rank can.
+  static constexpr size_t kCmaBroadcastMin = 256 * 1024;
 
  private:
   // Starts operation s: waits until the own parity-p mailbox may be written; returns p.
@@ -96,6 +102,11 @@ class DirectCollectives {
                   uint64_t first_step, bool flush_each);
   void get_pieces(std::byte* dst, int rank, const std::byte* box, size_t bytes, unsigned parity,
                   uint64_t first_step, Deadline deadline, const OpLabel& what);
+  // Cross-memory attach (direct_cma.cc): whether every rank can read every other's memory, found
+  // once by a collective probe (an operation of its own) and remembered.
+  bool cma_usable(Deadline deadline, const OpLabel& what);
+  // The tail of an out-of-place broadcast that the receivers read from the root's input.
+  static size_t cma_share(size_t bytes);
   const std::byte* own_contribution(const std::byte* in, const std::byte* out,
                                     const std::byte* mine) const;
   void reduce_range(std::byte* dst, size_t offset, size_t count, unsigned parity, size_t bytes,
@@ -108,6 +119,7 @@ class DirectCollectives {
   WaitPolicy policy_;
   const AbortFlag* abort_;
   uint64_t sequence_ = 0;
+  int cma_ = 0;  // cma_usable's answer: 0 not asked yet, 1 yes, -1 no
 };
 
 }  // namespace ccl::algo

@@ -42,6 +42,9 @@ const std::vector<ConfigVar>& config_vars() {
       {"CCL_SHM_WINDOW", ConfigType::Bytes, "1M",
        "bytes of each rank's shared-memory mailbox; collectives up to this size read their peers' "
        "data in place (0: never)"},
+      {"CCL_SHM_CMA", ConfigType::Bool, "1",
+       "1: a broadcast receiver may read part of the root's buffer straight from the root's "
+       "process (process_vm_readv) where the kernel allows it; 0: never"},
       {"CCL_SHM_POOL", ConfigType::Bytes, "32M",
        "bytes of shared memory each rank keeps for its inbound rings and window; with many local "
        "ranks the rings share it evenly (0: no limit, every ring CCL_BUFFSIZE)"},

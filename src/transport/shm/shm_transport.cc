@@ -347,8 +347,9 @@ void ShmTransport::make_window(const SegmentGeometry& own_geometry, std::span<co
                        reinterpret_cast<Doorbell*>(header + shm::kDoorbellOffset),
                        &connections_[i]->liveness(), peer_info[i].pid};
   }
-  window_ = std::make_unique<shm::ShmWindow>(rank_, std::move(views), capacity, &interrupt_pending_,
-                                             options_.liveness_interval, &peer_failures_);
+  window_ =
+      std::make_unique<shm::ShmWindow>(rank_, std::move(views), capacity, &interrupt_pending_,
+                                       options_.liveness_interval, &peer_failures_, options_.cma);
 }
 
 void ShmTransport::cleanup_failed_setup(const SetupContext& ctx, std::span<const int> peers,
@@ -460,6 +461,7 @@ ShmOptions shm_options_from_config() {
                 static_cast<long long>(pool));
   }
   options.pool_bytes = static_cast<size_t>(pool);
+  options.cma = config_bool("CCL_SHM_CMA");
   validate(options);
   return options;
 }

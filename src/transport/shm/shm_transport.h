@@ -31,6 +31,8 @@ struct ShmOptions {
   // the pool (never more than K x S), so shared memory grows linearly with the ranks of a host
   // instead of as n(n-1) x CCL_BUFFSIZE (16 ranks: 1,009 MiB before, about 31 MiB per rank now).
   size_t pool_bytes = 32 << 20;
+  // Whether the window may read peers' memory through cross-memory attach (CCL_SHM_CMA).
+  bool cma = true;
   // Longest single sleep in wait() before peers are checked for liveness.
   std::chrono::milliseconds liveness_interval{50};
 };

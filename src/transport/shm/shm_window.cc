@@ -1,6 +1,9 @@
 #include "transport/shm/shm_window.h"
 
+#include <sys/uio.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 
 #include "base/error.h"
@@ -11,13 +14,32 @@ namespace ccl::transport::shm {
 
 ShmWindow::ShmWindow(int rank, std::vector<WindowView> views, size_t capacity,
                      std::atomic<bool>* interrupt_pending,
-                     std::chrono::milliseconds liveness_interval, const PeerFailures* peer_failures)
+                     std::chrono::milliseconds liveness_interval, const PeerFailures* peer_failures,
+                     bool cma)
     : rank_(rank),
       views_(std::move(views)),
       capacity_(capacity),
       interrupt_pending_(interrupt_pending),
       liveness_interval_(liveness_interval),
+      cma_(cma),
       peer_failures_(peer_failures) {}
+
+bool ShmWindow::read_remote(int rank, const void* remote, void* local, size_t bytes) {
+  if (!cma_ || rank < 0 || rank >= nranks()) return false;
+  // One call moves at most what the kernel takes at once (it may stop early): loop on the rest.
+  size_t done = 0;
+  while (done < bytes) {
+    iovec to{static_cast<std::byte*>(local) + done, bytes - done};
+    iovec from{const_cast<std::byte*>(static_cast<const std::byte*>(remote)) + done, bytes - done};
+    const ssize_t n = process_vm_readv(views_[rank].pid, &to, 1, &from, 1, 0);
+    if (n <= 0) {
+      if (n < 0 && errno == EINTR) continue;
+      return false;  // EPERM (ptrace rules, Yama), ESRCH (gone), EFAULT, ENOSYS
+    }
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
 
 std::byte* ShmWindow::mailbox(int rank, unsigned parity, size_t bytes) {
   if (bytes > capacity_ && bytes > kInlineBytes) {

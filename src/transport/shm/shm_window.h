@@ -35,7 +35,7 @@ class ShmWindow final : public SharedWindow {
   // or a goodbye, only a wait for that peer's flag.
   ShmWindow(int rank, std::vector<WindowView> views, size_t capacity,
             std::atomic<bool>* interrupt_pending, std::chrono::milliseconds liveness_interval,
-            const PeerFailures* peer_failures);
+            const PeerFailures* peer_failures, bool cma = true);
 
   int nranks() const override { return static_cast<int>(views_.size()); }
   int rank() const override { return rank_; }
@@ -56,6 +56,7 @@ class ShmWindow final : public SharedWindow {
                 std::chrono::microseconds timeout) override;
   bool describe(const RegisteredRegion* region, const void* ptr, size_t bytes,
                 RemoteRegion* out) override;
+  bool read_remote(int rank, const void* remote, void* local, size_t bytes) override;
   std::byte* map_region(int rank, const RemoteRegion& region, size_t bytes) override {
     return mapper_.map(views_[rank].pid, region, bytes);
   }
@@ -73,6 +74,7 @@ class ShmWindow final : public SharedWindow {
   size_t capacity_;
   std::atomic<bool>* interrupt_pending_;
   std::chrono::microseconds liveness_interval_;
+  bool cma_;  // read_remote may use process_vm_readv (CCL_SHM_CMA)
   const PeerFailures* peer_failures_;
   RegisteredMapper mapper_;
 };

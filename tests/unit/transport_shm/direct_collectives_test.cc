@@ -223,6 +223,54 @@ TEST(DirectCollectives, PipelinedBroadcastOfManyPieces) {
   }
 }
 
+// Large out-of-place broadcasts let the receivers read a third of the root's input from its
+// process (cross-memory attach, direct_cma.cc) once a probe found that every rank can; with it
+// switched off on one rank (CCL_SHM_CMA=0 there), all ranks agree not to, and every result is
+// exact either way. Ranks as threads, each connected with its own options.
+TEST(DirectCollectives, BroadcastReadsTheRootsMemoryOnlyWhereEveryRankCan) {
+  const size_t window = 512 * 1024;
+  for (int off_rank : {-1, 2}) {
+    const int n = 3;
+    std::string tag = unique_tag();
+    FileStore store;
+    std::vector<std::string> failures(n);
+    std::vector<std::thread> threads;
+    for (int rank = 0; rank < n; ++rank) {
+      threads.emplace_back([&, rank] {
+        try {
+          HarnessOptions options = many_pieces_options(window);
+          options.shm->cma = rank != off_rank;
+          ConnectedRank me = connect_rank(store, tag, rank, n, options, Deadline::after(60s));
+          algo::DirectCollectives dc(me.transport->shared_window(), algo::WaitPolicy{}, nullptr);
+          const Deadline deadline = Deadline::after(120s);
+          for (size_t bytes : {window, algo::DirectCollectives::kCmaBroadcastMin + 7}) {
+            for (int root = 0; root < n; ++root) {
+              for (bool in_place : {false, true}) {
+                std::vector<uint8_t> in(bytes), out(bytes, 0);
+                for (size_t i = 0; i < bytes; ++i) in[i] = static_cast<uint8_t>(i * 11 + rank);
+                uint8_t* dst = in_place ? in.data() : out.data();
+                dc.broadcast(in.data(), dst, bytes, root, deadline, {"broadcast", 0});
+                for (size_t i = 0; i < bytes; ++i) {
+                  require(dst[i] == static_cast<uint8_t>(i * 11 + root),
+                          "broadcast of " + std::to_string(bytes) + " from " +
+                              std::to_string(root) + " at byte " + std::to_string(i));
+                }
+              }
+            }
+          }
+          require(dc.reads_root_memory() == (off_rank < 0),
+                  off_rank < 0 ? "the probe found no cross-memory attach"
+                               : "cross-memory attach used although one rank cannot");
+        } catch (const std::exception& e) {
+          failures[rank] = e.what();
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (int r = 0; r < n; ++r) EXPECT_EQ(failures[r], "") << "rank " << r << ", off " << off_rank;
+  }
+}
+
 // Allgather blocks of many pieces and of a few bytes, in place (the own block already in the
 // output) and not.
 TEST(DirectCollectives, AllGatherOfManyPiecesInAndOutOfPlace) {
