@@ -30,7 +30,8 @@ cclResult_t cclCommRegister(const cclComm_t comm, void* buff, size_t size, void*
     Communicator& c = checked_comm(comm, "cclCommRegister");
     if (handle == nullptr) throw_error(cclInvalidArgument, "cclCommRegister: handle is NULL");
     *handle = nullptr;
-    *handle = const_cast<transport::RegisteredRegion*>(c.registrations().acquire(buff, size));
+    *handle = const_cast<transport::RegisteredRegion*>(
+        c.registrations("cclCommRegister").acquire(buff, size));
   });
 }
 
@@ -38,7 +39,7 @@ cclResult_t cclCommDeregister(const cclComm_t comm, void* handle) {
   return guarded(comm, "cclCommDeregister", [&] {
     Communicator& c = checked_comm(comm, "cclCommDeregister");
     if (handle == nullptr) throw_error(cclInvalidArgument, "cclCommDeregister: handle is NULL");
-    c.registrations().release(handle);
+    c.registrations("cclCommDeregister").release(handle);
   });
 }
 

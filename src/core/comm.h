@@ -106,8 +106,12 @@ class Communicator {
   ReductionOps& reduction_ops() { return reduction_ops_; }
   const CommLayout& layout() const { return peers_.layout(); }
   const tune::Tuner& tuner() const { return planner_.tuner(); }
-  // cclCommRegister / cclCommDeregister, and every call's buffers (registration_cache.h).
-  RegistrationCache& registrations() { return peers_.registrations(); }
+  // cclCommRegister / cclCommDeregister (registration_cache.h): after a non-blocking init is
+  // done (bounded, as an operation waits for it), since the init thread makes the cache.
+  RegistrationCache& registrations(const char* what = "cclCommRegister") {
+    async_.wait_initialized(what);
+    return peers_.registrations();
+  }
 
   // Abort: every wait of this communicator returns RemoteError promptly; safe from any thread.
   void abort();
