@@ -97,18 +97,28 @@ void registered_free(void* ptr) {
 
 bool any_registered() { return live_allocations.load(std::memory_order_relaxed) != 0; }
 
-bool registered_extent(const void* ptr, size_t bytes, RegisteredExtent* out) {
-  const auto p = reinterpret_cast<uintptr_t>(ptr);
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mutex);
+namespace {
+// The allocation [p, p + bytes) lies in, as (base, allocation), or nullptr. The caller holds
+// r.mutex.
+const std::pair<const uintptr_t, Allocation>* allocation_of(const Registry& r, uintptr_t p,
+                                                            size_t bytes) {
   auto it = r.by_base.upper_bound(p);
-  if (it == r.by_base.begin()) return false;
+  if (it == r.by_base.begin()) return nullptr;
   --it;
   const Allocation& a = it->second;
-  if (p - it->first > a.bytes || bytes > a.bytes - (p - it->first)) return false;
-  out->base = reinterpret_cast<std::byte*>(it->first);
-  out->bytes = a.bytes;
-  out->id = a.id;
+  if (p - it->first > a.bytes || bytes > a.bytes - (p - it->first)) return nullptr;
+  return &*it;
+}
+}  // namespace
+
+bool registered_extent(const void* ptr, size_t bytes, RegisteredExtent* out) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  const auto* found = allocation_of(r, reinterpret_cast<uintptr_t>(ptr), bytes);
+  if (found == nullptr) return false;
+  out->base = reinterpret_cast<std::byte*>(found->first);
+  out->bytes = found->second.bytes;
+  out->id = found->second.id;
   return true;
 }
 
@@ -116,12 +126,10 @@ bool registered_find(const void* ptr, size_t bytes, RemoteRegion* out) {
   const auto p = reinterpret_cast<uintptr_t>(ptr);
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
-  auto it = r.by_base.upper_bound(p);
-  if (it == r.by_base.begin()) return false;
-  --it;
-  const Allocation& a = it->second;
-  if (p - it->first > a.bytes || bytes > a.bytes - (p - it->first)) return false;
-  Handle h{a.id, static_cast<uint64_t>(a.fd), p - it->first, a.bytes};
+  const auto* found = allocation_of(r, p, bytes);
+  if (found == nullptr) return false;
+  const Allocation& a = found->second;
+  Handle h{a.id, static_cast<uint64_t>(a.fd), p - found->first, a.bytes};
   memcpy(out, &h, sizeof(h));
   return true;
 }
