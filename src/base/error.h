@@ -32,6 +32,10 @@ class Error : public std::runtime_error {
   int culprit() const { return culprit_; }
   int origin() const { return origin_; }
   bool origin_aborted() const { return origin_aborted_; }
+  // The same error with another message (an operation naming itself): every field travels.
+  Error with_message(const std::string& message) const {
+    return Error(code_, message, culprit_, origin_, origin_aborted_);
+  }
 
  private:
   cclResult_t code_;

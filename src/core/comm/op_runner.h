@@ -142,9 +142,8 @@ void OpRunner::run_op(const char* what, Body&& body) {
   } catch (const Error& e) {
     // Errors from inside a transport do not know the operation: name it (and its number).
     const std::string label = name.str();
-    Error named = std::string_view(e.what()).starts_with(label)
-                      ? e
-                      : Error(e.code(), label + ": " + e.what(), e.culprit(), e.origin());
+    Error named =
+        std::string_view(e.what()).starts_with(label) ? e : e.with_message(label + ": " + e.what());
     if (named.code() == cclTimeout) named = resolve_timeout(named, label);
     end_record(named);
     record_failure(named);

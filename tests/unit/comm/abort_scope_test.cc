@@ -102,6 +102,40 @@ TEST_P(LeavingRank, AnIdleAbortFailsOnlyTheWaitsThatNeedIt) {
   });
 }
 
+// A rank whose operation fails because a peer aborted tells the others "aborted" too: rank 1's
+// receive from the aborted rank 0 fails, and rank 2, waiting meanwhile for rank 3, completes.
+TEST_P(LeavingRank, AFailureCausedByAnAbortIsRelayedAsAnAbort) {
+  std::atomic<bool> aborted{false}, rank1_failed{false}, rank2_done{false};
+  run_ranks([&](int rank, cclComm_t comm) {
+    std::vector<int32_t> x(1000, rank);
+    if (rank == 0) {
+      EXPECT_EQ(cclCommAbort(comm), cclSuccess);
+      aborted = true;
+      return;
+    }
+    if (rank == 1) {
+      wait_for(aborted);
+      EXPECT_EQ(cclRecv(x.data(), x.size(), cclInt32, 0, comm, nullptr), cclRemoteError);
+      rank1_failed = true;
+    }
+    if (rank == 3) {
+      // Sends to rank 2 only once rank 1 has failed (and told everyone), while rank 2 waits.
+      wait_for(rank1_failed);
+      std::this_thread::sleep_for(milliseconds(100));
+      EXPECT_EQ(cclSend(x.data(), x.size(), cclInt32, 2, comm, nullptr), cclSuccess);
+      wait_for(rank2_done);
+    }
+    if (rank == 2) {
+      std::vector<int32_t> got(x.size(), -1);
+      EXPECT_EQ(cclRecv(got.data(), got.size(), cclInt32, 3, comm, nullptr), cclSuccess)
+          << cclGetLastError(comm);
+      EXPECT_EQ(got, std::vector<int32_t>(x.size(), 3));
+      rank2_done = true;
+    }
+    EXPECT_EQ(cclCommDestroy(comm), cclSuccess);
+  });
+}
+
 TEST_P(LeavingRank, AWaitForADestroyedRankFailsAtOnce) {
   std::atomic<bool> others_done{false};
   std::atomic<int> finished{0};
