@@ -5,7 +5,8 @@
 #                   "exhaustive", a few points of each parameter sweep) but the fault-injection
 #                   trials in an ASan+UBSan build (build-asan/)
 #   make asan-full  the same without the subset: every test but the fault trials
-#   make tsan       the subset's unit and integration tests but perf.* in a TSan build (build-tsan/)
+#   make tsan       the subset's unit and integration tests in a TSan build (build-tsan/), which
+#                   leaves out perf/ (its harness is single-threaded)
 #   make tsan-full  the same without the subset
 #   make fuzz       builds the libFuzzer targets with clang (build-fuzz/) and runs each for
 #                   FUZZ_SECONDS
@@ -36,8 +37,8 @@ SUBSET_OUT = exhaustive
 ASAN_CTEST = cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j $(JOBS) \
              --timeout 900
 # The symbolic schedule sweeps (Sweep/) are single-threaded pure functions: nothing for TSan.
-# The subset also leaves out the perf harness (perf.*): its code is single-threaded, and its runs
-# drive the library through the C API as integration.collectives does.
+# The TSan build leaves out the perf harness (perf/, perf.* tests): its code is single-threaded,
+# and its runs drive the library through the C API as integration.collectives does.
 TSAN_CTEST = cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS) \
              --timeout 900 -L 'unit|integration'
 
@@ -52,11 +53,12 @@ asan-full: asan-build
 	$(ASAN_CTEST) -LE fault
 
 tsan-build: deps
-	cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCCL_SANITIZE=thread
+	cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCCL_SANITIZE=thread \
+	      -DCCL_BUILD_PERF=OFF
 	cmake --build build-tsan -j $(JOBS)
 
 tsan: tsan-build
-	$(TSAN_CTEST) -E '^(Sweep/|perf\.)' -LE '$(SUBSET_OUT)'
+	$(TSAN_CTEST) -E '^Sweep/' -LE '$(SUBSET_OUT)'
 
 tsan-full: tsan-build
 	$(TSAN_CTEST) -E '^Sweep/'

@@ -86,9 +86,9 @@ TEST(DirectCollectives, AllReduceIntSumEveryPathAndRankCount) {
                         one_shot(count * sizeof(int32_t)));
           for (size_t i = 0; i < count; ++i) {
             int32_t want = (n * (n + 1) / 2) * static_cast<int32_t>(i % 13 + 1);
-            require(dst[i] == want, "n=" + std::to_string(n) + " count=" + std::to_string(count) +
-                                        " i=" + std::to_string(i) + " got " +
-                                        std::to_string(dst[i]));
+            if (dst[i] != want)
+              fail("n=" + std::to_string(n) + " count=" + std::to_string(count) +
+                   " i=" + std::to_string(i) + " got " + std::to_string(dst[i]));
           }
         }
       }
@@ -138,8 +138,8 @@ TEST(DirectCollectives, FloatResultsBitIdenticalOnEveryRank) {
       dc.barrier(env.deadline, {"barrier", 0});
       sync.arrive_and_wait();
       for (int r = 0; r < n; ++r) {
-        require(std::memcmp(results[r].data(), results[env.rank].data(), c * sizeof(float)) == 0,
-                "rank " + std::to_string(r) + " differs at count " + std::to_string(c));
+        if (std::memcmp(results[r].data(), results[env.rank].data(), c * sizeof(float)) != 0)
+          fail("rank " + std::to_string(r) + " differs at count " + std::to_string(c));
       }
       dc.barrier(env.deadline, {"barrier", 1});
       sync.arrive_and_wait();
@@ -163,16 +163,16 @@ TEST(DirectCollectives, MixedBackToBackOperations) {
             dc.all_reduce(in.data(), out.data(), count, op, env.deadline, {"allreduce", 0},
                           one_shot(count * op.elem_size));
             for (size_t i = 0; i < count; ++i) {
-              require(out[i] == (n * (n + 1) / 2) * static_cast<int32_t>((i + iter) % 13 + 1),
-                      "allreduce at iteration " + std::to_string(iter));
+              if (out[i] != (n * (n + 1) / 2) * static_cast<int32_t>((i + iter) % 13 + 1))
+                fail("allreduce at iteration " + std::to_string(iter));
             }
             break;
           case 1: {
             const int root = iter % n;
             dc.broadcast(in.data(), out.data(), count * 4, root, env.deadline, {"bcast", 0});
             for (size_t i = 0; i < count; ++i) {
-              require(out[i] == contribution(root, i + iter),
-                      "broadcast at iteration " + std::to_string(iter));
+              if (out[i] != contribution(root, i + iter))
+                fail("broadcast at iteration " + std::to_string(iter));
             }
             break;
           }
@@ -181,8 +181,8 @@ TEST(DirectCollectives, MixedBackToBackOperations) {
             dc.all_gather(in.data(), all.data(), count * 4, env.deadline, {"allgather", 0});
             for (int r = 0; r < n; ++r) {
               for (size_t i = 0; i < count; ++i) {
-                require(all[r * count + i] == contribution(r, i + iter),
-                        "allgather at iteration " + std::to_string(iter));
+                if (all[r * count + i] != contribution(r, i + iter))
+                  fail("allgather at iteration " + std::to_string(iter));
               }
             }
             break;
@@ -212,9 +212,9 @@ TEST(DirectCollectives, PipelinedBroadcastOfManyPieces) {
             uint8_t* dst = in_place ? in.data() : out.data();
             dc.broadcast(in.data(), dst, bytes, root, env.deadline, {"broadcast", 0});
             for (size_t i = 0; i < bytes; ++i) {
-              require(dst[i] == static_cast<uint8_t>(i * 7 + root),
-                      "broadcast of " + std::to_string(bytes) + " from " + std::to_string(root) +
-                          " at byte " + std::to_string(i));
+              if (dst[i] != static_cast<uint8_t>(i * 7 + root))
+                fail("broadcast of " + std::to_string(bytes) + " from " + std::to_string(root) +
+                     " at byte " + std::to_string(i));
             }
           }
         }
@@ -251,9 +251,9 @@ TEST(DirectCollectives, BroadcastReadsTheRootsMemoryOnlyWhereEveryRankCan) {
                 uint8_t* dst = in_place ? in.data() : out.data();
                 dc.broadcast(in.data(), dst, bytes, root, deadline, {"broadcast", 0});
                 for (size_t i = 0; i < bytes; ++i) {
-                  require(dst[i] == static_cast<uint8_t>(i * 11 + root),
-                          "broadcast of " + std::to_string(bytes) + " from " +
-                              std::to_string(root) + " at byte " + std::to_string(i));
+                  if (dst[i] != static_cast<uint8_t>(i * 11 + root))
+                    fail("broadcast of " + std::to_string(bytes) + " from " + std::to_string(root) +
+                         " at byte " + std::to_string(i));
                 }
               }
             }
@@ -290,9 +290,9 @@ TEST(DirectCollectives, AllGatherOfManyPiecesInAndOutOfPlace) {
           dc.all_gather(src, out.data(), bytes, env.deadline, {"allgather", 0});
           for (int r = 0; r < n; ++r) {
             for (size_t i = 0; i < bytes; ++i) {
-              require(out[r * bytes + i] == static_cast<uint8_t>(i * 7 + r),
-                      "allgather of " + std::to_string(bytes) + " from " + std::to_string(r) +
-                          " at byte " + std::to_string(i));
+              if (out[r * bytes + i] != static_cast<uint8_t>(i * 7 + r))
+                fail("allgather of " + std::to_string(bytes) + " from " + std::to_string(r) +
+                     " at byte " + std::to_string(i));
             }
           }
         }
@@ -321,9 +321,9 @@ TEST(DirectCollectives, AllToAllOfManyPiecesInAndOutOfPlace) {
           dc.all_to_all(in.data(), dst, bytes, env.deadline, {"alltoall", 0});
           for (int from = 0; from < n; ++from) {
             for (size_t i = 0; i < bytes; ++i) {
-              require(dst[from * bytes + i] == value(from, env.rank, i),
-                      "alltoall of " + std::to_string(bytes) + " from " + std::to_string(from) +
-                          " at byte " + std::to_string(i));
+              if (dst[from * bytes + i] != value(from, env.rank, i))
+                fail("alltoall of " + std::to_string(bytes) + " from " + std::to_string(from) +
+                     " at byte " + std::to_string(i));
             }
           }
           std::vector<uint8_t> all(n);
@@ -510,9 +510,9 @@ TEST(DirectCollectives, RegisteredBroadcast) {
                                             in_registered ? &registered : nullptr);
         require(done, "registered broadcast fell back");
         for (size_t i = 0; i < bytes; ++i) {
-          require(out[i] == static_cast<uint8_t>(i * 5 + root),
-                  "root " + std::to_string(root) + " variant " + std::to_string(variant) +
-                      " byte " + std::to_string(i));
+          if (out[i] != static_cast<uint8_t>(i * 5 + root))
+            fail("root " + std::to_string(root) + " variant " + std::to_string(variant) + " byte " +
+                 std::to_string(i));
         }
       }
       std::vector<uint8_t> unregistered(bytes), out(bytes);

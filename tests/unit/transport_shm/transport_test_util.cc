@@ -20,8 +20,10 @@
 namespace ccl::test {
 
 void require(bool condition, const std::string& message) {
-  if (!condition) throw std::runtime_error(message);
+  if (!condition) fail(message);
 }
+
+void fail(const std::string& message) { throw std::runtime_error(message); }
 
 std::string unique_tag() {
   static std::atomic<int> counter{0};
