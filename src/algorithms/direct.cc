@@ -2,6 +2,7 @@
 
 #include <sched.h>
 
+#include <cerrno>
 #include <cstddef>
 #include <cstring>
 #include <string>
@@ -201,8 +202,14 @@ void DirectCollectives::broadcast(const void* input, void* output, size_t bytes,
     }
     const auto* from = reinterpret_cast<const std::byte*>(split.input) + head;
     if (head < bytes && !window_->read_remote(root, from, out + head, bytes - head)) {
-      throw_error(cclSystemError, "%s: reading %zu bytes of rank %d's input failed (%s)",
-                  what.str().c_str(), bytes - head, root, "process_vm_readv");
+      // The probe found that this rank may read the root's memory, so a failure now means the
+      // root is gone (it timed out and left, or died) or no longer maps its input: the root's
+      // failure, not this rank's system.
+      const int error = errno;
+      throw_error(cclRemoteError,
+                  "%s: reading %zu bytes of rank %d's input failed (process_vm_readv: %s): "
+                  "rank %d left or no longer holds its input",
+                  what.str().c_str(), bytes - head, root, std::strerror(error), root);
     }
   }
   get_pieces(out, root, box, head, p, 0, deadline, what);

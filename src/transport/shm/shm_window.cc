@@ -38,6 +38,13 @@ bool ShmWindow::read_remote(int rank, const void* remote, void* local, size_t by
     }
     done += static_cast<size_t>(n);
   }
+  // What was read is that rank's buffer only while the rank still runs this operation: one that
+  // gave up (its failure notice comes before its caller sees the error) or left may have reused
+  // or unmapped the memory, so a read that overlapped that is not trusted.
+  if (peer_failures_ != nullptr) {
+    peer_failures_->throw_if_any([rank](int peer) { return peer == rank; });
+    if (peer_failures_->departed(rank)) PeerFailures::throw_departed(rank);
+  }
   return true;
 }
 
