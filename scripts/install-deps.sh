@@ -10,6 +10,9 @@ packages=(
   openmpi-bin libopenmpi-dev
   iproute2 procps python3
   clang-format clang-tidy clang libclang-rt-14-dev
+  # The torch.distributed backend (bindings/torch) and its tests: Debian's torch 1.13, which
+  # lives under /usr/bin/python3.
+  python3-torch libtorch-dev pybind11-dev
 )
 
 exec "$(dirname "$0")/apt-install-missing.sh" install-deps "${packages[@]}"

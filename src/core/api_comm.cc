@@ -1,13 +1,18 @@
 // Communicator lifecycle: unique ids, init, destroy, abort, queries.
+#include <atomic>
 #include <cstddef>
+#include <cstring>
+#include <string>
+#include <vector>
 
-#include "core/api_guard.h"
-#include "core/bootstrap/tcp_store.h"
-#include "core/bootstrap/unique_id.h"
 #include "base/config.h"
 #include "base/error.h"
-#include "core/launcher_env.h"
 #include "base/log.h"
+#include "core/api_guard.h"
+#include "core/bootstrap/tcp_store.h"
+#include "core/bootstrap/torch_store_client.h"
+#include "core/bootstrap/unique_id.h"
+#include "core/launcher_env.h"
 
 using namespace ccl;
 
@@ -128,12 +133,55 @@ cclResult_t cclCommInitRank(cclComm_t* comm, int nranks, cclUniqueId commId, int
   return cclCommInitRankConfig(comm, nranks, commId, rank, nullptr);
 }
 
+namespace {
+
+// torchrun: the unique id goes through the agent's TCPStore (torch_store_client.h). Every rank
+// calls cclCommInitFromEnv the same number of times, so the n-th call of each meets the n-th of
+// the others under one key.
+cclComm* join_through_torch_store(const LauncherEnv& env, const CommOptions& options) {
+  static std::atomic<int> calls{0};
+  const std::string key = env.torch_store_prefix + "/" + std::to_string(calls.fetch_add(1));
+  const Deadline deadline = Deadline::after(options.timeout);
+  TorchStoreClient store = TorchStoreClient::connect(SocketAddress::parse(env.address), deadline);
+  if (env.rank == 0) {
+    cclUniqueId id;
+    UniqueIdContents contents;
+    contents.secret = random_secret();
+    NetInterface iface = choose_interface();
+    auto server = StoreServer::start(iface.address, contents.secret, options.timeout);
+    contents.root = server->address();
+    id = encode_unique_id(contents);
+    store.set(key, std::vector<uint8_t>(id.internal, id.internal + sizeof(id.internal)), deadline);
+    CCL_INFO(kBootstrap, "cclCommInitFromEnv: rendezvous at %s, published in torchrun's store %s",
+             contents.root.to_string().c_str(), env.address.c_str());
+    cclComm* joined = join(options, contents.root, contents.secret);
+    server->wait_finished(Deadline::after(options.timeout));
+    return joined;
+  }
+  const std::vector<uint8_t> bytes = store.get(key, deadline);
+  cclUniqueId id;
+  if (bytes.size() != sizeof(id.internal)) {
+    throw_error(cclRemoteError,
+                "cclCommInitFromEnv: torchrun's store holds %zu bytes under %s, not a unique id",
+                bytes.size(), key.c_str());
+  }
+  std::memcpy(id.internal, bytes.data(), bytes.size());
+  const UniqueIdContents contents = decode_unique_id(id);
+  return join(options, contents.root, contents.secret);
+}
+
+}  // namespace
+
 cclResult_t cclCommInitFromEnv(cclComm_t* comm) {
   return guarded(kNoComm, "cclCommInitFromEnv", [&] {
     if (comm == nullptr) throw_error(cclInvalidArgument, "cclCommInitFromEnv: comm is NULL");
     *comm = nullptr;
     LauncherEnv env = read_launcher_env();
     CommOptions options = make_options(env.nranks, env.rank, nullptr, "cclCommInitFromEnv");
+    if (env.torch_store) {
+      *comm = join_through_torch_store(env, options);
+      return;
+    }
     SocketAddress root = SocketAddress::parse(env.address);
     std::unique_ptr<StoreServer> server;
     if (env.rank == 0) {

@@ -175,6 +175,13 @@ LauncherEnv read_launcher_env(const EnvLookup& lookup) {
   }
 
   env.address = read_address(lookup, l->name);
+  const auto agent_store = lookup("TORCHELASTIC_USE_AGENT_STORE");
+  if (std::string(l->name) == "torchrun" && !lookup("CCL_COMM_ID") && agent_store &&
+      (*agent_store == "True" || *agent_store == "true" || *agent_store == "1")) {
+    env.torch_store = true;
+    env.torch_store_prefix = "ccl/" + lookup("TORCHELASTIC_RUN_ID").value_or("none") + "/" +
+                             lookup("TORCHELASTIC_RESTART_COUNT").value_or("0");
+  }
 
   if (auto hex = lookup("CCL_COMM_SECRET")) {
     // The value is not echoed: even a malformed secret should not end up in logs.

@@ -3,9 +3,10 @@
 // MPI (OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK), MPICH/Hydra (PMI_RANK/PMI_SIZE, MPI_LOCALRANKID),
 // Slurm (SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID), torchrun (RANK/WORLD_SIZE/LOCAL_RANK).
 // The address: CCL_COMM_ID=host:port, else MASTER_ADDR + MASTER_PORT. Rank 0 serves the
-// rendezvous there; cclrun may hand rank 0 an already bound listening socket in
-// CCL_BOOTSTRAP_LISTEN_FD. The bootstrap secret: CCL_COMM_SECRET (32 hex digits), else all zeros
-// (launchers other than cclrun have no way to share one).
+// rendezvous there (under torchrun, whose agent serves its own store there, see torch_store);
+// cclrun may hand rank 0 an already bound listening socket in CCL_BOOTSTRAP_LISTEN_FD. The
+// bootstrap secret: CCL_COMM_SECRET (32 hex digits), else all zeros (launchers other than cclrun
+// have no way to share one).
 #pragma once
 
 #include <functional>
@@ -24,6 +25,12 @@ struct LauncherEnv {
   std::string address;  // "host:port"
   Secret secret{};
   int listen_fd = -1;  // CCL_BOOTSTRAP_LISTEN_FD, rank 0 only
+  // Under torchrun (TORCHELASTIC_USE_AGENT_STORE=True, no CCL_COMM_ID) MASTER_ADDR:MASTER_PORT is
+  // the agent's TCPStore: rank 0 serves ccl's rendezvous elsewhere and publishes its unique id
+  // there under this key prefix ("ccl/<TORCHELASTIC_RUN_ID>/<TORCHELASTIC_RESTART_COUNT>");
+  // `address` is then the store's.
+  bool torch_store = false;
+  std::string torch_store_prefix;
 };
 
 using EnvLookup = std::function<std::optional<std::string>(const char* name)>;

@@ -380,5 +380,37 @@ TEST_F(RealEnvTest, StaleSocketRejected) {
 
 TEST_F(RealEnvTest, NothingSet) { EXPECT_THROW(read_launcher_env(), Error); }
 
+// torchrun's workers see TORCHELASTIC_USE_AGENT_STORE=True: MASTER_ADDR:MASTER_PORT is the
+// agent's TCPStore, which the rendezvous goes through (torch_store_client.h), not a port for
+// rank 0 to listen on. CCL_COMM_ID still wins; without the agent store it is the plain address.
+TEST(LauncherEnv, TorchrunRendezvousesThroughTheAgentStore) {
+  Env env = {{"RANK", "1"},
+             {"WORLD_SIZE", "2"},
+             {"MASTER_ADDR", "127.0.0.1"},
+             {"MASTER_PORT", "29500"},
+             {"TORCHELASTIC_USE_AGENT_STORE", "True"},
+             {"TORCHELASTIC_RUN_ID", "job7"},
+             {"TORCHELASTIC_RESTART_COUNT", "2"}};
+  LauncherEnv got = read(env);
+  EXPECT_TRUE(got.torch_store);
+  EXPECT_EQ(got.address, "127.0.0.1:29500");
+  EXPECT_EQ(got.torch_store_prefix, "ccl/job7/2");
+  env["CCL_COMM_ID"] = "10.0.0.1:1234";
+  got = read(env);
+  EXPECT_FALSE(got.torch_store);
+  EXPECT_EQ(got.address, "10.0.0.1:1234");
+  env.erase("CCL_COMM_ID");
+  env.erase("TORCHELASTIC_USE_AGENT_STORE");
+  got = read(env);
+  EXPECT_FALSE(got.torch_store);
+  // An Open MPI job that happens to carry the variable is not torchrun.
+  env = {{"OMPI_COMM_WORLD_RANK", "0"},
+         {"OMPI_COMM_WORLD_SIZE", "2"},
+         {"MASTER_ADDR", "h"},
+         {"MASTER_PORT", "1"},
+         {"TORCHELASTIC_USE_AGENT_STORE", "True"}};
+  EXPECT_FALSE(read(env).torch_store);
+}
+
 }  // namespace
 }  // namespace ccl

@@ -1,0 +1,522 @@
+#include "process_group_ccl.h"
+
+#include <c10/util/Exception.h>
+#include <pybind11/pybind11.h>
+
+#include <numeric>
+#include <utility>
+
+#include "store_rendezvous.h"
+
+namespace ccl_torch {
+namespace {
+
+using c10d::OpType;
+using WorkPtr = c10::intrusive_ptr<c10d::Work>;
+
+int64_t element_count(const std::vector<at::Tensor>& tensors);
+
+// The tensors laid end to end in `buffer` (a copy); returns it.
+at::Tensor pack_into(const at::Tensor& buffer, const std::vector<at::Tensor>& tensors) {
+  int64_t at = 0;
+  for (const auto& t : tensors) {
+    buffer.narrow(0, at, t.numel()).view(t.sizes()).copy_(t);
+    at += t.numel();
+  }
+  return buffer;
+}
+
+// Pairs that copy consecutive pieces of `buffer` (from element `offset`) back into `tensors`.
+void unpack_into(std::vector<std::pair<at::Tensor, at::Tensor>>& pairs,
+                 const std::vector<at::Tensor>& tensors, const at::Tensor& buffer, int64_t offset) {
+  for (const auto& t : tensors) {
+    pairs.emplace_back(t, buffer.narrow(0, offset, t.numel()).view(t.sizes()));
+    offset += t.numel();
+  }
+}
+
+int64_t element_count(const std::vector<at::Tensor>& tensors) {
+  int64_t n = 0;
+  for (const auto& t : tensors) n += t.numel();
+  return n;
+}
+
+void check_dtypes(const char* op, const std::vector<at::Tensor>& tensors, const at::Tensor& like) {
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    check_tensor(op, tensors[i]);
+    TORCH_CHECK(tensors[i].scalar_type() == like.scalar_type(), "ccl ", op, ": tensor ", i, " is ",
+                describe(tensors[i]), " but tensor 0 is ", describe(like));
+  }
+}
+
+// Element counts and displacements of an alltoall side: `splits` in rows of dim 0 (empty: equal).
+void alltoall_layout(const char* op, const char* side, const at::Tensor& t, int size,
+                     const std::vector<int64_t>& splits, std::vector<size_t>& counts,
+                     std::vector<size_t>& displs) {
+  TORCH_CHECK(t.dim() >= 1 || splits.empty(), "ccl ", op,
+              ": split sizes need a tensor with a "
+              "first dimension");
+  const int64_t rows = t.dim() >= 1 ? t.size(0) : t.numel();
+  const int64_t row_elems = rows > 0 ? t.numel() / rows : 0;
+  counts.assign(size, 0);
+  displs.assign(size, 0);
+  if (splits.empty()) {
+    TORCH_CHECK(rows % size == 0, "ccl ", op, ": the ", side, " tensor's first dimension (", rows,
+                ") does not split evenly over ", size, " ranks");
+    for (int r = 0; r < size; ++r) {
+      counts[r] = static_cast<size_t>(rows / size * row_elems);
+      displs[r] = static_cast<size_t>(r * (rows / size) * row_elems);
+    }
+    return;
+  }
+  TORCH_CHECK(static_cast<int>(splits.size()) == size, "ccl ", op, ": ", splits.size(), " ", side,
+              " split sizes for ", size, " ranks");
+  int64_t at_row = 0;
+  for (int r = 0; r < size; ++r) {
+    TORCH_CHECK(splits[r] >= 0, "ccl ", op, ": negative ", side, " split size ", splits[r]);
+    counts[r] = static_cast<size_t>(splits[r] * row_elems);
+    displs[r] = static_cast<size_t>(at_row * row_elems);
+    at_row += splits[r];
+  }
+  TORCH_CHECK(at_row == rows, "ccl ", op, ": the ", side, " split sizes add up to ", at_row,
+              " rows, the tensor has ", rows);
+}
+
+// Gather's and scatter's root: one ccl group that receives (or sends) piece `peer` of `flat` from
+// (to) every other rank.
+Launch root_exchange(const at::Tensor& flat, cclDataType_t type, int root, int size, bool receive) {
+  return [flat, type, root, size, receive](cclComm_t comm, cclStream_t stream) {
+    const size_t count = static_cast<size_t>(flat.numel() / size);
+    cclResult_t r = cclGroupStart();
+    if (r != cclSuccess) return r;
+    for (int peer = 0; peer < size && r == cclSuccess; ++peer) {
+      if (peer == root) continue;
+      char* at = static_cast<char*>(flat.data_ptr()) + peer * count * flat.element_size();
+      r = receive ? cclRecv(at, count, type, peer, comm, stream)
+                  : cclSend(at, count, type, peer, comm, stream);
+    }
+    const cclResult_t end = cclGroupEnd();
+    return r != cclSuccess ? r : end;
+  };
+}
+
+}  // namespace
+
+ProcessGroupCcl::ProcessGroupCcl(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                 std::chrono::milliseconds timeout)
+    : c10d::ProcessGroup(rank, size),
+      lane_(std::make_shared<OpLane>(make_comm(store, rank, size, timeout), rank, size)) {}
+
+ProcessGroupCcl::~ProcessGroupCcl() {
+  // Python drops the last reference with the GIL held, and the watcher may need the GIL to free
+  // a tensor that has a Python object: let go of it while the watcher finishes.
+  if (Py_IsInitialized() != 0 && PyGILState_Check() != 0) {
+    pybind11::gil_scoped_release released;
+    lane_->shut_down();
+  } else {
+    lane_->shut_down();
+  }
+}
+
+c10::intrusive_ptr<WorkCcl> ProcessGroupCcl::new_work(OpType type, const char* name,
+                                                      std::vector<at::Tensor> outputs) {
+  return c10::make_intrusive<WorkCcl>(lane_, rank_, type, name, std::move(outputs));
+}
+
+at::Tensor ProcessGroupCcl::staging(const c10::intrusive_ptr<WorkCcl>& work, int64_t numel,
+                                    const at::Tensor& like) {
+  return lane_->staging(work, numel, like.options());
+}
+
+void ProcessGroupCcl::check_rank(const char* op, const char* what, int64_t rank) const {
+  TORCH_CHECK(rank >= 0 && rank < size_, "ccl ", op, ": ", what, " ", rank,
+              " is not a rank of this group (size ", size_, ")");
+}
+
+void ProcessGroupCcl::submit_reduction(const c10::intrusive_ptr<WorkCcl>& work,
+                                       const Reduction& reduction, cclDataType_t type,
+                                       ReduceLaunch launch) {
+  WorkCcl* w = work.get();
+  lane_->submit(work, [w, reduction, type, launch](cclComm_t comm, cclStream_t stream) {
+    cclRedOp_t op = reduction.op;
+    if (reduction.premul) {
+      // Residence 0: ccl reads the factor now; the op lives until the work completes.
+      const cclResult_t r =
+          cclRedOpCreatePreMulSum(&op, reduction.premul_factor.data_ptr(), type, 0, comm);
+      if (r != cclSuccess) return r;
+      w->on_done([op, comm] { cclRedOpDestroy(op, comm); });
+    }
+    return launch(comm, stream, op);
+  });
+}
+
+WorkPtr ProcessGroupCcl::broadcast(std::vector<at::Tensor>& tensors,
+                                   const c10d::BroadcastOptions& opts) {
+  const char* name = "broadcast";
+  const at::Tensor& t = single_tensor(name, tensors);
+  const cclDataType_t type = datatype_of(name, t);
+  check_rank(name, "root", opts.rootRank);
+  TORCH_CHECK(opts.rootTensor == 0, "ccl ", name,
+              ": rootTensor must be 0 (one tensor per process)");
+  Staged s = stage_inout(t);
+  auto work = new_work(OpType::BROADCAST, name, tensors);
+  work->copy_back_after(std::move(s.copy_back));
+  at::Tensor buf = s.buffer;
+  const int root = static_cast<int>(opts.rootRank);
+  lane_->submit(work, [buf, type, root](cclComm_t comm, cclStream_t stream) {
+    return cclBroadcast(buf.data_ptr(), buf.data_ptr(), buf.numel(), type, root, comm, stream);
+  });
+  return work;
+}
+
+WorkPtr ProcessGroupCcl::allreduce(std::vector<at::Tensor>& tensors,
+                                   const c10d::AllreduceOptions& opts) {
+  const char* name = "allreduce";
+  const at::Tensor& t = single_tensor(name, tensors);
+  const cclDataType_t type = datatype_of(name, t);
+  const Reduction reduction = reduction_of(name, opts.reduceOp, t);
+  Staged s = stage_inout(t);
+  auto work = new_work(OpType::ALLREDUCE, name, tensors);
+  work->copy_back_after(std::move(s.copy_back));
+  at::Tensor buf = s.buffer;
+  submit_reduction(
+      work, reduction, type, [buf, type](cclComm_t comm, cclStream_t stream, cclRedOp_t op) {
+        return cclAllReduce(buf.data_ptr(), buf.data_ptr(), buf.numel(), type, op, comm, stream);
+      });
+  return work;
+}
+
+WorkPtr ProcessGroupCcl::allreduce_coalesced(std::vector<at::Tensor>& tensors,
+                                             const c10d::AllreduceCoalescedOptions& opts) {
+  const char* name = "allreduce_coalesced";
+  TORCH_CHECK(!tensors.empty(), "ccl ", name, ": no tensors");
+  check_dtypes(name, tensors, tensors[0]);
+  const cclDataType_t type = datatype_of(name, tensors[0]);
+  const Reduction reduction = reduction_of(name, opts.reduceOp, tensors[0]);
+  auto work = new_work(OpType::ALLREDUCE_COALESCED, name, tensors);
+  at::Tensor buf = pack_into(staging(work, element_count(tensors), tensors[0]), tensors);
+  std::vector<std::pair<at::Tensor, at::Tensor>> back;
+  unpack_into(back, tensors, buf, 0);
+  work->copy_back_after(std::move(back));
+  submit_reduction(
+      work, reduction, type, [buf, type](cclComm_t comm, cclStream_t stream, cclRedOp_t op) {
+        return cclAllReduce(buf.data_ptr(), buf.data_ptr(), buf.numel(), type, op, comm, stream);
+      });
+  return work;
+}
+
+WorkPtr ProcessGroupCcl::reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) {
+  const char* name = "reduce";
+  const at::Tensor& t = single_tensor(name, tensors);
+  const cclDataType_t type = datatype_of(name, t);
+  const Reduction reduction = reduction_of(name, opts.reduceOp, t);
+  check_rank(name, "root", opts.rootRank);
+  TORCH_CHECK(opts.rootTensor == 0, "ccl ", name,
+              ": rootTensor must be 0 (one tensor per process)");
+  const int root = static_cast<int>(opts.rootRank);
+  Staged s = stage_inout(t);
+  auto work = new_work(OpType::REDUCE, name, tensors);
+  if (rank_ == root) work->copy_back_after(std::move(s.copy_back));
+  at::Tensor buf = s.buffer;
+  const bool is_root = rank_ == root;
+  submit_reduction(work, reduction, type,
+                   [buf, type, root, is_root](cclComm_t comm, cclStream_t stream, cclRedOp_t op) {
+                     // A non-root's tensor is left as it was (ccl takes no receive buffer there).
+                     return cclReduce(buf.data_ptr(), is_root ? buf.data_ptr() : nullptr,
+                                      buf.numel(), type, op, root, comm, stream);
+                   });
+  return work;
+}
+
+WorkPtr ProcessGroupCcl::allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                   std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions&) {
+  const char* name = "allgather";
+  const at::Tensor& in = single_tensor(name, inputs);
+  const cclDataType_t type = datatype_of(name, in);
+  TORCH_CHECK(outputs.size() == 1, "ccl ", name, ": takes one output list per process, got ",
+              outputs.size());
+  TORCH_CHECK(static_cast<int>(outputs[0].size()) == size_, "ccl ", name, ": ", outputs[0].size(),
+              " output tensors for ", size_, " ranks");
+  check_same_shape(name, outputs[0], in);
+  at::Tensor send = in.contiguous();
+  auto work = new_work(OpType::ALLGATHER, name, outputs[0]);
+  at::Tensor flat = staging(work, size_ * in.numel(), in);
+  std::vector<std::pair<at::Tensor, at::Tensor>> back;
+  unpack_into(back, outputs[0], flat, 0);
+  work->copy_back_after(std::move(back));
+  lane_->submit(work, [send, flat, type](cclComm_t comm, cclStream_t stream) {
+    return cclAllGather(send.data_ptr(), flat.data_ptr(), send.numel(), type, comm, stream);
+  });
+  return work;
+}
+
+WorkPtr ProcessGroupCcl::_allgather_base(at::Tensor& output, at::Tensor& input,
+                                         const c10d::AllgatherOptions&) {
+  const char* name = "_allgather_base";
+  const cclDataType_t type = datatype_of(name, input);
+  check_tensor(name, output);
+  TORCH_CHECK(output.scalar_type() == input.scalar_type(), "ccl ", name, ": output ",
+              describe(output), " and input ", describe(input), " differ in dtype");
+  TORCH_CHECK(output.numel() == size_ * input.numel(), "ccl ", name, ": the output has ",
+              output.numel(), " elements, not world size x input (", size_, " x ", input.numel(),
+              ")");
+  at::Tensor send = input.contiguous();
+  Staged s = stage_inout(output);
+  auto work = new_work(OpType::_ALLGATHER_BASE, name, {output});
+  work->copy_back_after(std::move(s.copy_back));
+  at::Tensor buf = s.buffer;
+  lane_->submit(work, [send, buf, type](cclComm_t comm, cclStream_t stream) {
+    return cclAllGather(send.data_ptr(), buf.data_ptr(), send.numel(), type, comm, stream);
+  });
+  return work;
+}
+
+WorkPtr ProcessGroupCcl::allgather_coalesced(std::vector<std::vector<at::Tensor>>& output_lists,
+                                             std::vector<at::Tensor>& inputs,
+                                             const c10d::AllgatherOptions&) {
+  const char* name = "allgather_coalesced";
+  TORCH_CHECK(!inputs.empty(), "ccl ", name, ": no input tensors");
+  check_dtypes(name, inputs, inputs[0]);
+  const cclDataType_t type = datatype_of(name, inputs[0]);
+  TORCH_CHECK(static_cast<int>(output_lists.size()) == size_, "ccl ", name, ": ",
+              output_lists.size(), " output lists for ", size_, " ranks");
+  std::vector<at::Tensor> all_outputs;
+  for (size_t r = 0; r < output_lists.size(); ++r) {
+    TORCH_CHECK(output_lists[r].size() == inputs.size(), "ccl ", name, ": output list ", r, " has ",
+                output_lists[r].size(), " tensors, the input list ", inputs.size());
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      check_same_shape(name, {output_lists[r][i]}, inputs[i]);
+      all_outputs.push_back(output_lists[r][i]);
+    }
+  }
+  auto work = new_work(OpType::ALLGATHER_COALESCED, name, all_outputs);
+  at::Tensor send = pack_into(staging(work, element_count(inputs), inputs[0]), inputs);
+  at::Tensor flat = staging(work, size_ * send.numel(), inputs[0]);
+  std::vector<std::pair<at::Tensor, at::Tensor>> back;
+  unpack_into(back, all_outputs, flat, 0);
+  work->copy_back_after(std::move(back));
+  lane_->submit(work, [send, flat, type](cclComm_t comm, cclStream_t stream) {
+    return cclAllGather(send.data_ptr(), flat.data_ptr(), send.numel(), type, comm, stream);
+  });
+  return work;
+}
+
+WorkPtr ProcessGroupCcl::gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                std::vector<at::Tensor>& inputs, const c10d::GatherOptions& opts) {
+  const char* name = "gather";
+  const at::Tensor& in = single_tensor(name, inputs);
+  const cclDataType_t type = datatype_of(name, in);
+  check_rank(name, "root", opts.rootRank);
+  const int root = static_cast<int>(opts.rootRank);
+  at::Tensor send = in.contiguous();
+  if (rank_ != root) {
+    TORCH_CHECK(outputs.empty() || (outputs.size() == 1 && outputs[0].empty()), "ccl ", name,
+                ": only the root (rank ", root, ") takes output tensors");
+    auto work = new_work(OpType::GATHER, name, {});
+    lane_->submit(work, [send, type, root](cclComm_t comm, cclStream_t stream) {
+      return cclSend(send.data_ptr(), send.numel(), type, root, comm, stream);
+    });
+    return work;
+  }
+  TORCH_CHECK(outputs.size() == 1, "ccl ", name, ": takes one output list at the root, got ",
+              outputs.size());
+  TORCH_CHECK(static_cast<int>(outputs[0].size()) == size_, "ccl ", name, ": ", outputs[0].size(),
+              " output tensors for ", size_, " ranks");
+  check_same_shape(name, outputs[0], in);
+  auto work = new_work(OpType::GATHER, name, outputs[0]);
+  at::Tensor flat = staging(work, size_ * in.numel(), in);
+  flat.narrow(0, root * in.numel(), in.numel()).copy_(send.reshape({-1}));
+  std::vector<std::pair<at::Tensor, at::Tensor>> back;
+  unpack_into(back, outputs[0], flat, 0);
+  work->copy_back_after(std::move(back));
+  lane_->submit(work, root_exchange(flat, type, root, size_, /*receive=*/true));
+  return work;
+}
+
+WorkPtr ProcessGroupCcl::scatter(std::vector<at::Tensor>& outputs,
+                                 std::vector<std::vector<at::Tensor>>& inputs,
+                                 const c10d::ScatterOptions& opts) {
+  const char* name = "scatter";
+  const at::Tensor& out = single_tensor(name, outputs);
+  const cclDataType_t type = datatype_of(name, out);
+  check_rank(name, "root", opts.rootRank);
+  const int root = static_cast<int>(opts.rootRank);
+  Staged s = stage_inout(out);
+  auto work = new_work(OpType::SCATTER, name, outputs);
+  work->copy_back_after(std::move(s.copy_back));
+  at::Tensor buf = s.buffer;
+  if (rank_ != root) {
+    TORCH_CHECK(inputs.empty() || (inputs.size() == 1 && inputs[0].empty()), "ccl ", name,
+                ": only the root (rank ", root, ") takes input tensors");
+    lane_->submit(work, [buf, type, root](cclComm_t comm, cclStream_t stream) {
+      return cclRecv(buf.data_ptr(), buf.numel(), type, root, comm, stream);
+    });
+    return work;
+  }
+  TORCH_CHECK(inputs.size() == 1, "ccl ", name, ": takes one input list at the root, got ",
+              inputs.size());
+  TORCH_CHECK(static_cast<int>(inputs[0].size()) == size_, "ccl ", name, ": ", inputs[0].size(),
+              " input tensors for ", size_, " ranks");
+  check_same_shape(name, inputs[0], out);
+  at::Tensor flat = pack_into(staging(work, element_count(inputs[0]), out), inputs[0]);
+  buf.view({-1}).copy_(flat.narrow(0, root * out.numel(), out.numel()));
+  lane_->submit(work, root_exchange(flat, type, root, size_, /*receive=*/false));
+  return work;
+}
+
+WorkPtr ProcessGroupCcl::reduce_scatter(std::vector<at::Tensor>& outputs,
+                                        std::vector<std::vector<at::Tensor>>& inputs,
+                                        const c10d::ReduceScatterOptions& opts) {
+  const char* name = "reduce_scatter";
+  const at::Tensor& out = single_tensor(name, outputs);
+  const cclDataType_t type = datatype_of(name, out);
+  const Reduction reduction = reduction_of(name, opts.reduceOp, out);
+  TORCH_CHECK(inputs.size() == 1, "ccl ", name, ": takes one input list per process, got ",
+              inputs.size());
+  TORCH_CHECK(static_cast<int>(inputs[0].size()) == size_, "ccl ", name, ": ", inputs[0].size(),
+              " input tensors for ", size_, " ranks");
+  check_same_shape(name, inputs[0], out);
+  auto work = new_work(OpType::REDUCE_SCATTER, name, {out});
+  at::Tensor send = pack_into(staging(work, element_count(inputs[0]), out), inputs[0]);
+  return reduce_scatter_from(work, send, out, reduction, type);
+}
+
+c10::intrusive_ptr<WorkCcl> ProcessGroupCcl::reduce_scatter_from(
+    const c10::intrusive_ptr<WorkCcl>& work, const at::Tensor& send, const at::Tensor& output,
+    const Reduction& reduction, cclDataType_t type) {
+  Staged s = stage_inout(output);
+  work->copy_back_after(std::move(s.copy_back));
+  at::Tensor buf = s.buffer;
+  submit_reduction(work, reduction, type,
+                   [send, buf, type](cclComm_t comm, cclStream_t stream, cclRedOp_t op) {
+                     return cclReduceScatter(send.data_ptr(), buf.data_ptr(), buf.numel(), type, op,
+                                             comm, stream);
+                   });
+  return work;
+}
+
+WorkPtr ProcessGroupCcl::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                              const c10d::ReduceScatterOptions& opts) {
+  const char* name = "_reduce_scatter_base";
+  const cclDataType_t type = datatype_of(name, input);
+  check_tensor(name, output);
+  TORCH_CHECK(output.scalar_type() == input.scalar_type(), "ccl ", name, ": output ",
+              describe(output), " and input ", describe(input), " differ in dtype");
+  TORCH_CHECK(input.numel() == size_ * output.numel(), "ccl ", name, ": the input has ",
+              input.numel(), " elements, not world size x output (", size_, " x ", output.numel(),
+              ")");
+  const Reduction reduction = reduction_of(name, opts.reduceOp, input);
+  return reduce_scatter_from(new_work(OpType::_REDUCE_SCATTER_BASE, name, {output}),
+                             input.contiguous(), output, reduction, type);
+}
+
+WorkPtr ProcessGroupCcl::alltoall_base(at::Tensor& output, at::Tensor& input,
+                                       std::vector<int64_t>& output_splits,
+                                       std::vector<int64_t>& input_splits,
+                                       const c10d::AllToAllOptions&) {
+  const char* name = "alltoall_base";
+  const cclDataType_t type = datatype_of(name, input);
+  check_tensor(name, output);
+  TORCH_CHECK(output.scalar_type() == input.scalar_type(), "ccl ", name, ": output ",
+              describe(output), " and input ", describe(input), " differ in dtype");
+  at::Tensor send = input.contiguous();
+  Staged s = stage_inout(output);
+  auto work = new_work(OpType::ALLTOALL_BASE, name, {output});
+  work->copy_back_after(std::move(s.copy_back));
+  at::Tensor buf = s.buffer;
+  if (output_splits.empty() && input_splits.empty()) {
+    TORCH_CHECK(input.numel() == output.numel(), "ccl ", name, ": input (", input.numel(),
+                " elements) and output (", output.numel(), ") differ without split sizes");
+    TORCH_CHECK(input.numel() % size_ == 0, "ccl ", name, ": ", input.numel(),
+                " elements do not split evenly over ", size_, " ranks");
+    const size_t count = static_cast<size_t>(input.numel() / size_);
+    lane_->submit(work, [send, buf, type, count](cclComm_t comm, cclStream_t stream) {
+      return cclAlltoAll(send.data_ptr(), buf.data_ptr(), count, type, comm, stream);
+    });
+    return work;
+  }
+  std::vector<size_t> send_counts, send_displs, recv_counts, recv_displs;
+  alltoall_layout(name, "input", input, size_, input_splits, send_counts, send_displs);
+  alltoall_layout(name, "output", output, size_, output_splits, recv_counts, recv_displs);
+  lane_->submit(work, [=](cclComm_t comm, cclStream_t stream) {
+    return cclAlltoAllV(send.data_ptr(), send_counts.data(), send_displs.data(), buf.data_ptr(),
+                        recv_counts.data(), recv_displs.data(), type, comm, stream);
+  });
+  return work;
+}
+
+WorkPtr ProcessGroupCcl::alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+                                  const c10d::AllToAllOptions&) {
+  const char* name = "alltoall";
+  TORCH_CHECK(static_cast<int>(inputs.size()) == size_ && static_cast<int>(outputs.size()) == size_,
+              "ccl ", name, ": ", inputs.size(), " input and ", outputs.size(),
+              " output tensors for ", size_, " ranks");
+  check_dtypes(name, inputs, inputs[0]);
+  check_dtypes(name, outputs, inputs[0]);
+  const cclDataType_t type = datatype_of(name, inputs[0]);
+  auto work = new_work(OpType::ALLTOALL, name, outputs);
+  at::Tensor send = pack_into(staging(work, element_count(inputs), inputs[0]), inputs);
+  at::Tensor flat = staging(work, element_count(outputs), inputs[0]);
+  std::vector<size_t> send_counts(size_), send_displs(size_), recv_counts(size_),
+      recv_displs(size_);
+  size_t so = 0, ro = 0;
+  for (int r = 0; r < size_; ++r) {
+    send_counts[r] = static_cast<size_t>(inputs[r].numel());
+    send_displs[r] = so;
+    so += send_counts[r];
+    recv_counts[r] = static_cast<size_t>(outputs[r].numel());
+    recv_displs[r] = ro;
+    ro += recv_counts[r];
+  }
+  std::vector<std::pair<at::Tensor, at::Tensor>> back;
+  unpack_into(back, outputs, flat, 0);
+  work->copy_back_after(std::move(back));
+  lane_->submit(work, [=](cclComm_t comm, cclStream_t stream) {
+    return cclAlltoAllV(send.data_ptr(), send_counts.data(), send_displs.data(), flat.data_ptr(),
+                        recv_counts.data(), recv_displs.data(), type, comm, stream);
+  });
+  return work;
+}
+
+// torch's tag is not matched: ccl matches a pair's messages in the order they were posted.
+WorkPtr ProcessGroupCcl::send(std::vector<at::Tensor>& tensors, int dst, int /*tag*/) {
+  const char* name = "send";
+  const at::Tensor& t = single_tensor(name, tensors);
+  const cclDataType_t type = datatype_of(name, t);
+  check_rank(name, "destination", dst);
+  at::Tensor buf = t.contiguous();
+  auto work = new_work(OpType::SEND, name, tensors);
+  lane_->submit_p2p(work, [buf, type, dst](cclComm_t comm, cclStream_t stream) {
+    return cclSend(buf.data_ptr(), buf.numel(), type, dst, comm, stream);
+  });
+  return work;
+}
+
+WorkPtr ProcessGroupCcl::recv(std::vector<at::Tensor>& tensors, int src, int /*tag*/) {
+  const char* name = "recv";
+  const at::Tensor& t = single_tensor(name, tensors);
+  const cclDataType_t type = datatype_of(name, t);
+  check_rank(name, "source", src);
+  Staged s = stage_inout(t);
+  auto work = new_work(OpType::RECV, name, tensors);
+  work->copy_back_after(std::move(s.copy_back));
+  at::Tensor buf = s.buffer;
+  lane_->submit_p2p(work, [buf, type, src](cclComm_t comm, cclStream_t stream) {
+    return cclRecv(buf.data_ptr(), buf.numel(), type, src, comm, stream);
+  });
+  return work;
+}
+
+WorkPtr ProcessGroupCcl::recvAnysource(std::vector<at::Tensor>&, int) {
+  TORCH_CHECK(false,
+              "ccl recvAnysource: not supported: ccl matches every message to a named "
+              "source rank; pass src= to recv/irecv");
+}
+
+WorkPtr ProcessGroupCcl::barrier(const c10d::BarrierOptions&) {
+  auto work = new_work(OpType::BARRIER, "barrier", {});
+  lane_->submit(work, [](cclComm_t comm, cclStream_t stream) { return cclBarrier(comm, stream); });
+  return work;
+}
+
+}  // namespace ccl_torch

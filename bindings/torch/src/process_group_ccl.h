@@ -1,0 +1,104 @@
+// ProcessGroupCcl: torch.distributed's backend "ccl" (c10d::ProcessGroup of torch 1.13) on ccl's
+// C API. Every operation checks its tensors, queues the ccl call on the group's stream (OpLane)
+// and returns at once with a WorkCcl; operations of one group run in issue order.
+//
+// How torch's operations map onto ccl (CPU tensors; one tensor per process where torch passes a
+// list for the multi-device API):
+//   broadcast, allreduce, reduce, barrier       the same ccl collective, in place
+//   allreduce_coalesced                          one allreduce of the tensors packed together
+//   allgather, allgather_coalesced, _allgather_base   cclAllGather (packed, then unpacked)
+//   reduce_scatter, _reduce_scatter_base         cclReduceScatter
+//   alltoall_base (with or without splits), alltoall   cclAlltoAll / cclAlltoAllV
+//   gather, scatter                              one ccl group of sends and receives at the root
+//   send, recv                                   cclSend / cclRecv, batched into groups (OpLane)
+// Refused with a RuntimeError naming the operation and why: bitwise reductions, sparse and CUDA
+// tensors, dtypes ccl lacks, recvAnysource (ccl matches every message to a named peer).
+// Non-contiguous tensors are copied to contiguous buffers and, for outputs, copied back.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+#include <vector>
+
+#include "op_lane.h"
+#include "tensor_args.h"
+#include "work_ccl.h"
+
+namespace ccl_torch {
+
+class ProcessGroupCcl : public c10d::ProcessGroup {
+ public:
+  ProcessGroupCcl(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                  std::chrono::milliseconds timeout);
+  ~ProcessGroupCcl() override;
+
+  const std::string getBackendName() const override { return "ccl"; }
+  cclComm_t comm() const { return lane_->comm(); }
+  // Completes the queued operations and releases the communicator (destroy_process_group).
+  void shut_down() { lane_->shut_down(); }
+
+  // batch_isend_irecv: its sends and receives are posted as one ccl group at the end.
+  void endCoalescing(std::vector<c10::intrusive_ptr<c10d::Work>>&) override { lane_->post_batch(); }
+
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
+      std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors,
+                                        const c10d::ReduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(
+      std::vector<std::vector<at::Tensor>>& output_lists, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                        std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
+                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
+      at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                               std::vector<int64_t>& output_splits,
+                                               std::vector<int64_t>& input_splits,
+                                               const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs,
+                                          std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+
+ private:
+  c10::intrusive_ptr<WorkCcl> new_work(c10d::OpType type, const char* name,
+                                       std::vector<at::Tensor> outputs);
+  // Queues a reduction: creates (and, once done, destroys) the PreMulSum op it may need.
+  using ReduceLaunch = std::function<cclResult_t(cclComm_t, cclStream_t, cclRedOp_t)>;
+  void submit_reduction(const c10::intrusive_ptr<WorkCcl>& work, const Reduction& reduction,
+                        cclDataType_t type, ReduceLaunch launch);
+  void check_rank(const char* op, const char* what, int64_t rank) const;
+  // Reduce-scatters `send` (contiguous, size x output's elements) into `output`, as `work`.
+  c10::intrusive_ptr<WorkCcl> reduce_scatter_from(const c10::intrusive_ptr<WorkCcl>& work,
+                                                  const at::Tensor& send, const at::Tensor& output,
+                                                  const Reduction& reduction, cclDataType_t type);
+  // A reused staging buffer of `numel` elements of `like`'s dtype (OpLane::staging).
+  at::Tensor staging(const c10::intrusive_ptr<WorkCcl>& work, int64_t numel,
+                     const at::Tensor& like);
+
+  std::shared_ptr<OpLane> lane_;
+};
+
+}  // namespace ccl_torch

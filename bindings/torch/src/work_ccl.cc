@@ -1,0 +1,101 @@
+#include "work_ccl.h"
+
+#include <ATen/core/jit_type.h>
+#include <c10/util/Exception.h>
+
+#include <stdexcept>
+#include <thread>
+
+#include "op_lane.h"
+
+namespace ccl_torch {
+
+WorkCcl::WorkCcl(std::shared_ptr<OpLane> lane, int rank, c10d::OpType type, const char* name,
+                 std::vector<at::Tensor> outputs)
+    : c10d::Work(rank, type),
+      lane_(std::move(lane)),
+      name_(name),
+      outputs_(std::move(outputs)),
+      future_(
+          c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {
+  const cclResult_t r = cclEventCreate(&event_);
+  TORCH_CHECK(r == cclSuccess, "ccl ", name, ": cclEventCreate: ", cclGetErrorString(r));
+}
+
+WorkCcl::~WorkCcl() {
+  if (event_ != nullptr) cclEventDestroy(event_);
+}
+
+void WorkCcl::copy_back_after(std::vector<std::pair<at::Tensor, at::Tensor>> pairs) {
+  for (auto& p : pairs) copy_back_.push_back(std::move(p));
+}
+
+bool WorkCcl::isCompleted() {
+  lane_->post_batch_holding(this);
+  if (c10d::Work::isCompleted()) return true;
+  // The event may have reached its point before the watcher got to it.
+  const cclResult_t r = cclEventQuery(event_);
+  if (r == cclInProgress) return false;
+  complete(r);
+  return true;
+}
+
+bool WorkCcl::isSuccess() const { return c10d::Work::isSuccess(); }
+
+std::exception_ptr WorkCcl::exception() const { return c10d::Work::exception(); }
+
+void WorkCcl::drive() { complete(cclEventSynchronize(event_)); }
+
+bool WorkCcl::wait(std::chrono::milliseconds timeout) {
+  lane_->post_batch_holding(this);
+  if (timeout == kNoTimeout) {
+    drive();
+  } else {
+    // A caller's own bound: poll (the watcher or the stream's worker runs the operation).
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    cclResult_t r = cclEventQuery(event_);
+    while (r == cclInProgress && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+      r = cclEventQuery(event_);
+    }
+    TORCH_CHECK(r != cclInProgress, "ccl ", name_, ": not complete after the wait's timeout of ",
+                timeout.count(), " ms");
+    complete(r);
+  }
+  // complete() may have run on another thread: wait for it to publish, then raise its error.
+  std::unique_lock<std::mutex> lock(mutex_);
+  cv_.wait(lock, [&] { return completed_; });
+  if (exception_) std::rethrow_exception(exception_);
+  return true;
+}
+
+void WorkCcl::complete(cclResult_t status, const std::string& message) {
+  if (completing_.exchange(true)) return;
+  std::exception_ptr error;
+  if (status == cclSuccess && message.empty()) {
+    try {
+      for (auto& [user, staged] : copy_back_) user.copy_(staged);
+    } catch (...) {
+      error = std::current_exception();
+    }
+  } else {
+    // A refused argument leaves the communicator as it was; anything else may have broken it.
+    if (status != cclInvalidArgument && status != cclInvalidUsage) lane_->note_failure();
+    const std::string text = message.empty() ? lane_->error_text(name_, status) : message;
+    error = std::make_exception_ptr(std::runtime_error(text));
+  }
+  for (auto& fn : on_done_) fn();
+  on_done_.clear();
+  copy_back_.clear();
+  keep_alive_.clear();
+  held_ = nullptr;
+  // The work's own state first (a future callback may look at the work), then the future.
+  finish(error);
+  if (error) {
+    future_->setError(error);
+  } else {
+    future_->markCompleted(c10::IValue(outputs_));
+  }
+}
+
+}  // namespace ccl_torch

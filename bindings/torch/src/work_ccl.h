@@ -1,0 +1,80 @@
+// A torch Work standing on a ccl event: the operation was queued on its process group's ccl
+// stream and the event recorded after it. Any thread may wait, query or take the future.
+//
+// Completion happens once, on whichever thread sees the event reach its point first: a thread in
+// wait() (which then runs the queued work itself, as cclEventSynchronize does, so a blocking
+// torch call costs what a blocking ccl call does) or the process group's watcher, which
+// completes works in issue order so that futures (DDP's) complete without anyone waiting.
+// Completing copies staged results back into the caller's tensors, releases what the operation
+// held, and marks the future with the output tensors or the error.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <ATen/core/ivalue.h>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+#include <utility>
+#include <vector>
+
+#include "ccl/ccl.h"
+
+namespace ccl_torch {
+
+class OpLane;
+
+// Queues one operation on (comm, stream); its ccl result (argument errors come back at once).
+// The work holds it until it completes: the tensors it captured are what the queued operation
+// reads and writes.
+using Launch = std::function<cclResult_t(cclComm_t comm, cclStream_t stream)>;
+
+class WorkCcl : public c10d::Work {
+ public:
+  // `outputs` is the future's value (torch's convention per operation).
+  WorkCcl(std::shared_ptr<OpLane> lane, int rank, c10d::OpType type, const char* name,
+          std::vector<at::Tensor> outputs);
+  ~WorkCcl() override;
+
+  // Set up by the process group before the work is queued.
+  void copy_back_after(std::vector<std::pair<at::Tensor, at::Tensor>> pairs);
+  void keep_alive(at::Tensor tensor) { keep_alive_.push_back(std::move(tensor)); }
+  void on_done(std::function<void()> fn) { on_done_.push_back(std::move(fn)); }
+  void hold(Launch launch) { held_ = std::move(launch); }
+  const Launch& held() const { return held_; }
+  cclEvent_t event() const { return event_; }
+  const char* name() const { return name_; }
+
+  bool isCompleted() override;
+  bool isSuccess() const override;
+  std::exception_ptr exception() const override;
+  std::vector<at::Tensor> result() override { return outputs_; }
+  // Waits for the operation (kNoTimeout: bounded by the communicator's timeout); raises the
+  // operation's error, or a timeout naming the operation when `timeout` passes first.
+  bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
+  void synchronize() override {}
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+
+  // Runs (or waits for) the operation on the calling thread, then completes the work.
+  void drive();
+  // Completes the work with the event's status; only the first call does anything. A failure
+  // before the work was queued comes as `message`.
+  void complete(cclResult_t status, const std::string& message = "");
+
+ private:
+  std::shared_ptr<OpLane> lane_;
+  const char* name_;
+  std::vector<at::Tensor> outputs_;
+  cclEvent_t event_ = nullptr;
+  std::vector<std::pair<at::Tensor, at::Tensor>> copy_back_;  // (user tensor, staged buffer)
+  std::vector<at::Tensor> keep_alive_;
+  std::vector<std::function<void()>> on_done_;
+  Launch held_;
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+  std::atomic<bool> completing_{false};
+};
+
+}  // namespace ccl_torch

@@ -1,0 +1,89 @@
+"""Runs a function on N ranks, each a process with ccl's process group as the default group.
+
+Bounded: a run that does not finish in its timeout is killed and fails; the first rank that
+raises fails the run with its traceback.
+"""
+import datetime
+import os
+import socket
+import tempfile
+import time
+
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+import ccl_torch  # noqa: F401  (registers "ccl")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _entry(rank, fn, size, init_method, timeout_s, args):
+    dist.init_process_group("ccl", init_method=init_method, rank=rank, world_size=size,
+                            timeout=datetime.timedelta(seconds=timeout_s))
+    try:
+        fn(rank, size, *args)
+    finally:
+        dist.destroy_process_group()
+
+
+def _bare_entry(rank, fn, size, args):
+    fn(rank, size, *args)
+
+
+def run_ranks(fn, size, *args, timeout=180, init_method=None, op_timeout=60, init=True):
+    """fn(rank, size, *args) on `size` processes (spawned), with init_process_group("ccl") first
+    unless init=False. Raises the first rank's failure, or AssertionError after `timeout` s."""
+    with tempfile.TemporaryDirectory() as tmp:
+        if init:
+            method = init_method or "file://" + os.path.join(tmp, "init")
+            ctx = mp.start_processes(_entry, args=(fn, size, method, op_timeout, args),
+                                     nprocs=size, join=False, start_method="spawn")
+        else:
+            ctx = mp.start_processes(_bare_entry, args=(fn, size, args), nprocs=size,
+                                     join=False, start_method="spawn")
+        deadline = time.monotonic() + timeout
+        try:
+            while not ctx.join(timeout=1):
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"{fn.__name__} on {size} ranks did not finish in "
+                                         f"{timeout} s")
+        finally:
+            for p in ctx.processes:
+                if p.is_alive():
+                    p.kill()
+            for p in ctx.processes:
+                p.join(5)
+
+
+def _coded_entry(rank, fn, size, init_method, timeout_s, args):
+    import traceback
+    try:
+        _entry(rank, fn, size, init_method, timeout_s, args)
+    except BaseException:  # noqa: BLE001
+        traceback.print_exc()
+        os._exit(1)
+    os._exit(0)
+
+
+def exit_codes(fn, size, *args, timeout=120, op_timeout=60):
+    """Like run_ranks, but every rank runs to its end whatever the others do (one may be killed
+    on purpose): returns each rank's exit code (negative: the signal that ended it)."""
+    ctx = mp.get_context("spawn")
+    with tempfile.TemporaryDirectory() as tmp:
+        method = "file://" + os.path.join(tmp, "init")
+        procs = [ctx.Process(target=_coded_entry, args=(r, fn, size, method, op_timeout, args))
+                 for r in range(size)]
+        for p in procs:
+            p.start()
+        deadline = time.monotonic() + timeout
+        for p in procs:
+            p.join(max(0.1, deadline - time.monotonic()))
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+                p.join(5)
+        return [p.exitcode for p in procs]

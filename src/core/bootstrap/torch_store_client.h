@@ -1,0 +1,54 @@
+// A client of torch.distributed's TCPStore, for cclCommInitFromEnv under torchrun. torchrun's
+// agent serves a TCPStore on MASTER_ADDR:MASTER_PORT for its workers (they see
+// TORCHELASTIC_USE_AGENT_STORE=True), so rank 0 cannot listen there; instead rank 0 serves ccl's
+// own rendezvous on a port of its choosing, as cclGetUniqueId does, and publishes that unique id
+// in torchrun's store, where the other ranks read it.
+//
+// The wire format is torch 1.13's (the one on Debian 12; seen on the wire between torch's own
+// client and server): a request is a one-byte query type and its arguments; a string or a byte
+// vector goes as a host-order uint64 length and the bytes; nothing precedes the first request.
+//   SET  (0): key, value          no answer
+//   GET  (2): key                 value (the key must exist: WAIT first)
+//   ADD  (3): key, int64 delta    the new int64 value
+//   WAIT (5): uint64 n, n keys    one byte, 0 (stop waiting), once every key exists
+// Later torch versions renumbered the queries and open with a validation message: a server that
+// closes the connection on our first request gets an error that says so and names CCL_COMM_ID,
+// with which the ranks rendezvous on ccl's own store instead.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/deadline.h"
+#include "core/bootstrap/socket.h"
+
+namespace ccl {
+
+class TorchStoreClient {
+ public:
+  // Connects, retrying until `deadline` (the agent's store is up before workers start, but a
+  // restarted agent may not be yet).
+  static TorchStoreClient connect(const SocketAddress& address, Deadline deadline);
+
+  void set(const std::string& key, const std::vector<uint8_t>& value, Deadline deadline);
+  // Waits until `key` exists (Timeout at `deadline`), then reads it.
+  std::vector<uint8_t> get(const std::string& key, Deadline deadline);
+  int64_t add(const std::string& key, int64_t delta, Deadline deadline);
+
+  // The query types (torch 1.13's QueryType), for tests.
+  enum Query : uint8_t { kSet = 0, kGet = 2, kAdd = 3, kWait = 5 };
+  static constexpr uint8_t kStopWaiting = 0;
+
+ private:
+  TorchStoreClient(Socket socket, std::string where)
+      : socket_(std::move(socket)), where_(std::move(where)) {}
+  void send_bytes(const void* data, size_t bytes, Deadline deadline);
+  void send_string(const std::string& s, Deadline deadline);
+  void recv_bytes(void* data, size_t bytes, Deadline deadline, const char* what);
+
+  Socket socket_;
+  std::string where_;  // "host:port", for messages
+};
+
+}  // namespace ccl
