@@ -62,6 +62,26 @@ CommOptions make_options(int nranks, int rank, const cclConfig_t* config, const 
   return options;
 }
 
+// A fresh rendezvous: a store server on the chosen interface, a random secret, and the unique id
+// that names both (cclGetUniqueId; rank 0 under torchrun).
+struct Rendezvous {
+  std::unique_ptr<StoreServer> server;
+  UniqueIdContents contents;
+  cclUniqueId id;
+};
+
+Rendezvous open_rendezvous(std::chrono::milliseconds timeout) {
+  Rendezvous r;
+  r.contents.secret = random_secret();
+  NetInterface iface = choose_interface();
+  r.server = StoreServer::start(iface.address, r.contents.secret, timeout);
+  r.contents.root = r.server->address();
+  r.id = encode_unique_id(r.contents);
+  CCL_INFO(kBootstrap, "unique id: rendezvous at %s (%s)", r.contents.root.to_string().c_str(),
+           iface.name.c_str());
+  return r;
+}
+
 cclComm* make_handle(std::shared_ptr<Communicator> impl) {
   auto* handle = new cclComm;
   handle->impl = std::move(impl);
@@ -98,6 +118,36 @@ void release(cclComm* comm) {
   delete comm;
 }
 
+// torchrun: the unique id goes through the agent's TCPStore (torch_store_client.h). Every rank
+// calls cclCommInitFromEnv the same number of times, so the n-th call of each meets the n-th of
+// the others under one key.
+cclComm* join_through_torch_store(const LauncherEnv& env, const CommOptions& options) {
+  static std::atomic<int> calls{0};
+  const std::string key = env.torch_store_prefix + "/" + std::to_string(calls.fetch_add(1));
+  const Deadline deadline = Deadline::after(options.timeout);
+  TorchStoreClient store = TorchStoreClient::connect(SocketAddress::parse(env.address), deadline);
+  if (env.rank == 0) {
+    Rendezvous r = open_rendezvous(options.timeout);
+    store.set(key, std::vector<uint8_t>(r.id.internal, r.id.internal + sizeof(r.id.internal)),
+              deadline);
+    CCL_INFO(kBootstrap, "cclCommInitFromEnv: the unique id is published in torchrun's store %s",
+             env.address.c_str());
+    cclComm* joined = join(options, r.contents.root, r.contents.secret);
+    r.server->wait_finished(Deadline::after(options.timeout));
+    return joined;
+  }
+  const std::vector<uint8_t> bytes = store.get(key, deadline);
+  cclUniqueId id;
+  if (bytes.size() != sizeof(id.internal)) {
+    throw_error(cclRemoteError,
+                "cclCommInitFromEnv: torchrun's store holds %zu bytes under %s, not a unique id",
+                bytes.size(), key.c_str());
+  }
+  std::memcpy(id.internal, bytes.data(), bytes.size());
+  const UniqueIdContents contents = decode_unique_id(id);
+  return join(options, contents.root, contents.secret);
+}
+
 }  // namespace
 
 extern "C" {
@@ -105,15 +155,9 @@ extern "C" {
 cclResult_t cclGetUniqueId(cclUniqueId* uniqueId) {
   return guarded(kNoComm, "cclGetUniqueId", [&] {
     if (uniqueId == nullptr) throw_error(cclInvalidArgument, "cclGetUniqueId: uniqueId is NULL");
-    UniqueIdContents contents;
-    contents.secret = random_secret();
-    NetInterface iface = choose_interface();
-    auto server = StoreServer::start(iface.address, contents.secret, default_timeout());
-    contents.root = server->address();
-    *uniqueId = encode_unique_id(contents);
-    CCL_INFO(kBootstrap, "unique id: rendezvous at %s (%s)", contents.root.to_string().c_str(),
-             iface.name.c_str());
-    adopt_store_server(std::move(server));
+    Rendezvous r = open_rendezvous(default_timeout());
+    *uniqueId = r.id;
+    adopt_store_server(std::move(r.server));
   });
 }
 
@@ -132,45 +176,6 @@ cclResult_t cclCommInitRankConfig(cclComm_t* comm, int nranks, cclUniqueId commI
 cclResult_t cclCommInitRank(cclComm_t* comm, int nranks, cclUniqueId commId, int rank) {
   return cclCommInitRankConfig(comm, nranks, commId, rank, nullptr);
 }
-
-namespace {
-
-// torchrun: the unique id goes through the agent's TCPStore (torch_store_client.h). Every rank
-// calls cclCommInitFromEnv the same number of times, so the n-th call of each meets the n-th of
-// the others under one key.
-cclComm* join_through_torch_store(const LauncherEnv& env, const CommOptions& options) {
-  static std::atomic<int> calls{0};
-  const std::string key = env.torch_store_prefix + "/" + std::to_string(calls.fetch_add(1));
-  const Deadline deadline = Deadline::after(options.timeout);
-  TorchStoreClient store = TorchStoreClient::connect(SocketAddress::parse(env.address), deadline);
-  if (env.rank == 0) {
-    cclUniqueId id;
-    UniqueIdContents contents;
-    contents.secret = random_secret();
-    NetInterface iface = choose_interface();
-    auto server = StoreServer::start(iface.address, contents.secret, options.timeout);
-    contents.root = server->address();
-    id = encode_unique_id(contents);
-    store.set(key, std::vector<uint8_t>(id.internal, id.internal + sizeof(id.internal)), deadline);
-    CCL_INFO(kBootstrap, "cclCommInitFromEnv: rendezvous at %s, published in torchrun's store %s",
-             contents.root.to_string().c_str(), env.address.c_str());
-    cclComm* joined = join(options, contents.root, contents.secret);
-    server->wait_finished(Deadline::after(options.timeout));
-    return joined;
-  }
-  const std::vector<uint8_t> bytes = store.get(key, deadline);
-  cclUniqueId id;
-  if (bytes.size() != sizeof(id.internal)) {
-    throw_error(cclRemoteError,
-                "cclCommInitFromEnv: torchrun's store holds %zu bytes under %s, not a unique id",
-                bytes.size(), key.c_str());
-  }
-  std::memcpy(id.internal, bytes.data(), bytes.size());
-  const UniqueIdContents contents = decode_unique_id(id);
-  return join(options, contents.root, contents.secret);
-}
-
-}  // namespace
 
 cclResult_t cclCommInitFromEnv(cclComm_t* comm) {
   return guarded(kNoComm, "cclCommInitFromEnv", [&] {

@@ -40,10 +40,6 @@ bool WorkCcl::isCompleted() {
   return true;
 }
 
-bool WorkCcl::isSuccess() const { return c10d::Work::isSuccess(); }
-
-std::exception_ptr WorkCcl::exception() const { return c10d::Work::exception(); }
-
 void WorkCcl::drive() { complete(cclEventSynchronize(event_)); }
 
 bool WorkCcl::wait(std::chrono::milliseconds timeout) {
@@ -87,7 +83,6 @@ void WorkCcl::complete(cclResult_t status, const std::string& message) {
   for (auto& fn : on_done_) fn();
   on_done_.clear();
   copy_back_.clear();
-  keep_alive_.clear();
   held_ = nullptr;
   // The work's own state first (a future callback may look at the work), then the future.
   finish(error);

@@ -41,7 +41,6 @@ class WorkCcl : public c10d::Work {
 
   // Set up by the process group before the work is queued.
   void copy_back_after(std::vector<std::pair<at::Tensor, at::Tensor>> pairs);
-  void keep_alive(at::Tensor tensor) { keep_alive_.push_back(std::move(tensor)); }
   void on_done(std::function<void()> fn) { on_done_.push_back(std::move(fn)); }
   void hold(Launch launch) { held_ = std::move(launch); }
   const Launch& held() const { return held_; }
@@ -49,8 +48,6 @@ class WorkCcl : public c10d::Work {
   const char* name() const { return name_; }
 
   bool isCompleted() override;
-  bool isSuccess() const override;
-  std::exception_ptr exception() const override;
   std::vector<at::Tensor> result() override { return outputs_; }
   // Waits for the operation (kNoTimeout: bounded by the communicator's timeout); raises the
   // operation's error, or a timeout naming the operation when `timeout` passes first.
@@ -70,7 +67,6 @@ class WorkCcl : public c10d::Work {
   std::vector<at::Tensor> outputs_;
   cclEvent_t event_ = nullptr;
   std::vector<std::pair<at::Tensor, at::Tensor>> copy_back_;  // (user tensor, staged buffer)
-  std::vector<at::Tensor> keep_alive_;
   std::vector<std::function<void()>> on_done_;
   Launch held_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;

@@ -24,10 +24,10 @@ void TorchStoreClient::send_bytes(const void* data, size_t bytes, Deadline deadl
   socket_.send_all(data, bytes, deadline);
 }
 
-void TorchStoreClient::send_string(const std::string& s, Deadline deadline) {
-  const uint64_t n = s.size();
+void TorchStoreClient::send_sized(const void* data, size_t bytes, Deadline deadline) {
+  const uint64_t n = bytes;
   send_bytes(&n, sizeof(n), deadline);
-  send_bytes(s.data(), s.size(), deadline);
+  send_bytes(data, bytes, deadline);
 }
 
 void TorchStoreClient::recv_bytes(void* data, size_t bytes, Deadline deadline, const char* what) {
@@ -53,10 +53,8 @@ void TorchStoreClient::set(const std::string& key, const std::vector<uint8_t>& v
                            Deadline deadline) {
   const uint8_t q = kSet;
   send_bytes(&q, 1, deadline);
-  send_string(key, deadline);
-  const uint64_t n = value.size();
-  send_bytes(&n, sizeof(n), deadline);
-  send_bytes(value.data(), value.size(), deadline);
+  send_sized(key.data(), key.size(), deadline);
+  send_sized(value.data(), value.size(), deadline);
 }
 
 std::vector<uint8_t> TorchStoreClient::get(const std::string& key, Deadline deadline) {
@@ -64,7 +62,7 @@ std::vector<uint8_t> TorchStoreClient::get(const std::string& key, Deadline dead
   const uint64_t one = 1;
   send_bytes(&wait, 1, deadline);
   send_bytes(&one, sizeof(one), deadline);
-  send_string(key, deadline);
+  send_sized(key.data(), key.size(), deadline);
   uint8_t answer = 0xff;
   recv_bytes(&answer, 1, deadline, ("a wait for " + key).c_str());
   if (answer != kStopWaiting) {
@@ -73,7 +71,7 @@ std::vector<uint8_t> TorchStoreClient::get(const std::string& key, Deadline dead
   }
   const uint8_t get = kGet;
   send_bytes(&get, 1, deadline);
-  send_string(key, deadline);
+  send_sized(key.data(), key.size(), deadline);
   uint64_t n = 0;
   recv_bytes(&n, sizeof(n), deadline, ("a get of " + key).c_str());
   if (n > kMaxValue) {
@@ -88,7 +86,7 @@ std::vector<uint8_t> TorchStoreClient::get(const std::string& key, Deadline dead
 int64_t TorchStoreClient::add(const std::string& key, int64_t delta, Deadline deadline) {
   const uint8_t q = kAdd;
   send_bytes(&q, 1, deadline);
-  send_string(key, deadline);
+  send_sized(key.data(), key.size(), deadline);
   send_bytes(&delta, sizeof(delta), deadline);
   int64_t value = 0;
   recv_bytes(&value, sizeof(value), deadline, ("an add to " + key).c_str());

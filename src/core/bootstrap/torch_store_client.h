@@ -44,7 +44,7 @@ class TorchStoreClient {
   TorchStoreClient(Socket socket, std::string where)
       : socket_(std::move(socket)), where_(std::move(where)) {}
   void send_bytes(const void* data, size_t bytes, Deadline deadline);
-  void send_string(const std::string& s, Deadline deadline);
+  void send_sized(const void* data, size_t bytes, Deadline deadline);  // uint64 length, bytes
   void recv_bytes(void* data, size_t bytes, Deadline deadline, const char* what);
 
   Socket socket_;
