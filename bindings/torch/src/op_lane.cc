@@ -64,9 +64,7 @@ void OpLane::submit(const c10::intrusive_ptr<WorkCcl>& work, Launch launch) {
     work->complete(r, text);
     TORCH_CHECK(false, text);
   }
-  const cclResult_t e = cclEventRecord(work->event(), stream_);
-  TORCH_CHECK(e == cclSuccess, error_text("cclEventRecord", e));
-  hand_to_watcher(work);
+  if (!start_watching(work)) std::rethrow_exception(work->exception());
 }
 
 void OpLane::submit_p2p(const c10::intrusive_ptr<WorkCcl>& work, Launch launch) {
@@ -117,14 +115,17 @@ void OpLane::post_batch_locked() {
     for (auto& work : batch) work->complete(r, text);
     return;
   }
-  for (auto& work : batch) {
-    const cclResult_t e = cclEventRecord(work->event(), stream_);
-    if (e != cclSuccess) {
-      work->complete(e, error_text("cclEventRecord", e));
-      continue;
-    }
-    hand_to_watcher(work);
+  for (auto& work : batch) start_watching(work);
+}
+
+bool OpLane::start_watching(const c10::intrusive_ptr<WorkCcl>& work) {
+  const cclResult_t e = cclEventRecord(work->event(), stream_);
+  if (e != cclSuccess) {
+    work->complete(e, error_text("cclEventRecord", e));
+    return false;
   }
+  hand_to_watcher(work);
+  return true;
 }
 
 void OpLane::hand_to_watcher(const c10::intrusive_ptr<WorkCcl>& work) {

@@ -70,6 +70,9 @@ class OpLane : public std::enable_shared_from_this<OpLane> {
 
  private:
   void post_batch_locked();  // the caller holds mutex_
+  // Records the work's event after what is queued and hands it to the watcher; a failed record
+  // completes the work with that error (false).
+  bool start_watching(const c10::intrusive_ptr<WorkCcl>& work);
   void hand_to_watcher(const c10::intrusive_ptr<WorkCcl>& work);
   void watch();
 
