@@ -6,7 +6,12 @@ and the measurements alternate between them, so both see the same machine.
 
 DDP: the same model and data on both; per backend the median step time (forward, backward with
 DDP's bucketed allreduces, SGD step), the compute-only step time (the same step inside
-no_sync(), so no allreduce), and their difference: the communication DDP could not hide.
+no_sync(), so no allreduce), and their difference: the communication DDP could not hide. Two
+models: `--model mlp` (Linear layers: on this machine's reference BLAS, compute-heavy) and
+`--model embedding` (EmbeddingBag tables with dense gradients and a small MLP head, as
+recommendation models: most parameters, little arithmetic, so communication-heavy). Each rank
+count is launched `--launches` times (fresh processes); the ratios are given for the worst launch
+of each backend and for the best.
 
 Collectives: torch.distributed.all_reduce / broadcast / all_gather of float32 tensors per size,
 median of the repetitions, busbw as nccl-tests defines it (allreduce 2(n-1)/n, broadcast 1,
@@ -14,18 +19,21 @@ allgather (n-1)/n of algbw, algbw = bytes / time; allgather's bytes are the outp
 
 Usage (PYTHONPATH must reach ccl_torch: a build tree's bindings/torch or an install's python/):
   PYTHONPATH=build/bindings/torch /usr/bin/python3 perf/torch/torch_bench.py --np 2,4
+  PYTHONPATH=build/bindings/torch /usr/bin/python3 perf/torch/torch_bench.py --np 2,4 \
+      --no-collectives --model embedding --width 64 --depth 8 --rows 4096 --bucket-cap-mb 1 \
+      --bucket-view
 """
 import argparse
 import datetime
 import os
 import statistics
 import sys
-import tempfile
 import time
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
+
+from bench_launch import launch_ranks
 
 try:
     import ccl_torch  # noqa: F401  (registers the backend "ccl", in the spawned ranks too)
@@ -34,17 +42,53 @@ except ImportError as e:
              "bindings/torch or an install's python/")
 
 
-def make_model(width, depth):
+class EmbeddingModel(torch.nn.Module):
+    """A recommendation-style model: embedding tables (dense gradients, as DDP reduces them) whose
+    pooled rows feed a small MLP. Most parameters, little arithmetic: communication-heavy."""
+
+    def __init__(self, tables, rows, dim):
+        super().__init__()
+        self.tables = torch.nn.ModuleList(
+            torch.nn.EmbeddingBag(rows, dim, mode="sum") for _ in range(tables))
+        self.head = torch.nn.Sequential(torch.nn.Linear(tables * dim, 64), torch.nn.ReLU(),
+                                        torch.nn.Linear(64, 1))
+
+    def forward(self, idx):  # idx: [tables, batch, bag]
+        return self.head(torch.cat([t(idx[i]) for i, t in enumerate(self.tables)], 1))
+
+
+def make_model(args):
     torch.manual_seed(0)
+    if args.model == "embedding":
+        return EmbeddingModel(args.depth, args.rows, args.width)
     layers = []
-    for _ in range(depth):
-        layers += [torch.nn.Linear(width, width), torch.nn.ReLU()]
+    for _ in range(args.depth):
+        layers += [torch.nn.Linear(args.width, args.width), torch.nn.ReLU()]
     return torch.nn.Sequential(*layers)
 
 
-def ddp_times(ddp, steps, batch, width, no_sync):
+def model_input(args):
+    if args.model == "embedding":
+        return torch.randint(args.rows, (args.depth, args.batch, 32))
+    return torch.randn(args.batch, args.width)
+
+
+def describe_model(args):
+    if args.model == "embedding":
+        params = args.depth * args.rows * args.width + args.depth * args.width * 64 + 64 + 64 + 1
+        what = (f"{args.depth} x EmbeddingBag({args.rows}, {args.width}) (bags of 32) + "
+                f"MLP {args.depth * args.width}-64-1")
+    else:
+        params = args.depth * (args.width * args.width + args.width)
+        what = f"{args.depth} x Linear({args.width}, {args.width}) + ReLU"
+    return (f"{what}, {params / 1e6:.1f} M float32 parameters "
+            f"({params * 4 / 2**20:.0f} MiB of gradients), batch {args.batch} per rank, "
+            f"bucket_cap_mb {args.bucket_cap_mb}, gradient_as_bucket_view {args.bucket_view}")
+
+
+def ddp_times(ddp, steps, args, no_sync):
     opt = torch.optim.SGD(ddp.parameters(), lr=1e-3)
-    x = torch.randn(batch, width)
+    x = model_input(args)
     times = []
     for _ in range(steps):
         start = time.perf_counter()
@@ -61,16 +105,17 @@ def ddp_times(ddp, steps, batch, width, no_sync):
 
 def bench_ddp(rank, size, args, groups):
     from torch.nn.parallel import DistributedDataParallel as DDP
-    models = {name: DDP(make_model(args.width, args.depth), process_group=pg)
+    models = {name: DDP(make_model(args), process_group=pg, bucket_cap_mb=args.bucket_cap_mb,
+                        gradient_as_bucket_view=args.bucket_view)
               for name, pg in groups.items()}
     results = {name: {"step": [], "compute": []} for name in groups}
     for name, m in models.items():  # warm-up: buckets rebuilt after the first step
-        ddp_times(m, 3, args.batch, args.width, False)
+        ddp_times(m, 3, args, False)
     for _ in range(args.rounds):
         for name, m in models.items():
             dist.barrier(group=groups[name])
-            results[name]["step"] += ddp_times(m, args.steps, args.batch, args.width, False)
-            results[name]["compute"] += ddp_times(m, args.steps, args.batch, args.width, True)
+            results[name]["step"] += ddp_times(m, args.steps, args, False)
+            results[name]["compute"] += ddp_times(m, args.steps, args, True)
     return {name: {k: statistics.median(v) for k, v in r.items()} for name, r in results.items()}
 
 
@@ -120,54 +165,60 @@ def worker(rank, size, init, args, queue):
     dist.destroy_process_group()
 
 
+def communication(v):
+    return max(v["step"] - v["compute"], 1e-9)
+
+
+def launch(size, args, with_collectives):
+    """One launch: `size` fresh rank processes; returns rank 0's (ddp, collectives) results."""
+    run_args = argparse.Namespace(**vars(args))
+    run_args.collectives = with_collectives
+    return launch_ranks(worker, size, (run_args,), 1800, "torch_bench")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--np", default="2,4", help="rank counts, comma-separated")
-    p.add_argument("--width", type=int, default=1024, help="DDP model: width of each Linear")
-    p.add_argument("--depth", type=int, default=8, help="DDP model: number of Linear layers")
+    p.add_argument("--model", choices=("mlp", "embedding"), default="mlp",
+                   help="DDP model: an MLP, or embedding tables with an MLP head")
+    p.add_argument("--width", type=int, default=1024,
+                   help="DDP model: width of each Linear (mlp), embedding dimension (embedding)")
+    p.add_argument("--depth", type=int, default=8,
+                   help="DDP model: number of Linear layers (mlp) or of tables (embedding)")
+    p.add_argument("--rows", type=int, default=16384, help="DDP model: rows of each table")
+    p.add_argument("--bucket-cap-mb", type=float, default=25, help="DDP's bucket_cap_mb")
+    p.add_argument("--bucket-view", action="store_true",
+                   help="DDP's gradient_as_bucket_view=True (gradients live in the buckets)")
     p.add_argument("--batch", type=int, default=8, help="DDP: samples per rank and step")
     p.add_argument("--steps", type=int, default=10, help="DDP: steps per round")
     p.add_argument("--rounds", type=int, default=3, help="alternations between the backends")
     p.add_argument("--sizes", default="4096,65536,1048576,16777216",
                    help="collective sizes in bytes")
     p.add_argument("--threads", type=int, default=1, help="torch threads per rank")
+    p.add_argument("--launches", type=int, default=3,
+                   help="fresh launches per rank count (DDP in each, collectives in the first)")
     p.add_argument("--no-collectives", dest="collectives", action="store_false")
     args = p.parse_args()
     args.sizes = [int(s) for s in args.sizes.split(",")]
-    params = args.depth * (args.width * args.width + args.width)
-    print(f"# DDP model: {args.depth} x Linear({args.width}, {args.width}) + ReLU, "
-          f"{params / 1e6:.1f} M float32 parameters ({params * 4 / 2**20:.0f} MiB of gradients), "
-          f"batch {args.batch} per rank; medians of {args.rounds} x {args.steps} steps")
+    print(f"# DDP model: {describe_model(args)}; medians of {args.rounds} x {args.steps} steps")
     print(f"# {os.cpu_count()} CPUs; torch {torch.__version__}")
-    ctx = mp.get_context("spawn")
     for size in [int(s) for s in args.np.split(",")]:
-        queue = ctx.SimpleQueue()
-        with tempfile.TemporaryDirectory() as tmp:
-            init = "file://" + os.path.join(tmp, "init")
-            procs = [ctx.Process(target=worker, args=(r, size, init, args, queue))
-                     for r in range(size)]
-            for pr in procs:
-                pr.start()
-            deadline = time.monotonic() + 1800
-            while queue.empty():
-                if not all(pr.is_alive() for pr in procs) or time.monotonic() > deadline:
-                    for pr in procs:
-                        pr.kill()
-                    sys.exit(f"torch_bench: a rank of the {size}-rank run failed or hung")
-                time.sleep(0.2)
-            ddp, colls = queue.get()
-            for pr in procs:
-                pr.join(300)
-        c, g = ddp["ccl"], ddp["gloo"]
-        comm = {k: max(v["step"] - v["compute"], 1e-9) for k, v in ddp.items()}
-        print(f"\n## {size} ranks: DDP\n")
-        print("| backend | step (ms) | compute-only step (ms) | communication (ms) |")
-        print("|---|---:|---:|---:|")
-        for name, v in ddp.items():
-            print(f"| {name} | {v['step'] * 1e3:.2f} | {v['compute'] * 1e3:.2f} | "
-                  f"{comm[name] * 1e3:.2f} |")
-        print(f"\nGloo / ccl: step {g['step'] / c['step']:.2f}x, communication "
-              f"{comm['gloo'] / comm['ccl']:.1f}x")
+        launches = [launch(size, args, with_collectives=(i == 0 and args.collectives))
+                    for i in range(args.launches)]
+        print(f"\n## {size} ranks: DDP, {args.launches} launches\n")
+        print("| launch | backend | step (ms) | compute-only step (ms) | communication (ms) |")
+        print("|---|---|---:|---:|---:|")
+        for i, (ddp, _) in enumerate(launches):
+            for name, v in ddp.items():
+                print(f"| {i + 1} | {name} | {v['step'] * 1e3:.2f} | {v['compute'] * 1e3:.2f} | "
+                      f"{communication(v) * 1e3:.2f} |")
+        # The ratios between each backend's worst launch (longest step), and between the best.
+        for label, pick in (("worst", max), ("best", min)):
+            c, g = (pick((ddp[name] for ddp, _ in launches), key=lambda v: v["step"])
+                    for name in ("ccl", "gloo"))
+            print(f"\nGloo / ccl, {label} launch of each: step {g['step'] / c['step']:.2f}x, "
+                  f"communication {communication(g) / communication(c):.1f}x")
+        colls = launches[0][1]
         if colls:
             print(f"\n## {size} ranks: torch.distributed collectives, float32\n")
             print("| collective | bytes | ccl (us) | ccl busbw (GB/s) | gloo (us) | "
