@@ -22,7 +22,23 @@ PYBIND11_MODULE(_C, m) {
            py::call_guard<py::gil_scoped_release>())
       .def("shut_down", &ccl_torch::ProcessGroupCcl::shut_down,
            "Completes the queued operations and releases the communicator.",
-           py::call_guard<py::gil_scoped_release>());
+           py::call_guard<py::gil_scoped_release>())
+      .def(
+          "_run_exclusive",
+          [](ccl_torch::ProcessGroupCcl& pg, const py::function& fn) {
+            py::object result;
+            {
+              py::gil_scoped_release release;  // while the queue drains
+              pg.run_exclusive([&](cclComm_t comm) {
+                py::gil_scoped_acquire acquire;
+                result = fn(reinterpret_cast<uintptr_t>(comm));
+              });
+            }
+            return result;
+          },
+          py::arg("fn"),
+          "Calls fn(comm_handle) once every queued operation of the group completed, holding "
+          "the group's queue until fn returns (for ccl_torch.hooks).");
 
   m.def("version", [] {
     int v = 0;

@@ -118,6 +118,16 @@ void OpLane::post_batch_locked() {
   for (auto& work : batch) start_watching(work);
 }
 
+void OpLane::run_exclusive(const std::function<void(cclComm_t)>& fn) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  TORCH_CHECK(!shut_, "ccl: the process group was destroyed");
+  post_batch_locked();
+  // Bounded: every queued operation gives up after the communicator's timeout.
+  const cclResult_t r = cclStreamSynchronize(stream_);
+  TORCH_CHECK(r == cclSuccess, error_text("cclStreamSynchronize", r));
+  fn(comm_);
+}
+
 bool OpLane::start_watching(const c10::intrusive_ptr<WorkCcl>& work) {
   const cclResult_t e = cclEventRecord(work->event(), stream_);
   if (e != cclSuccess) {

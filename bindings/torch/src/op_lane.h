@@ -51,6 +51,12 @@ class OpLane : public std::enable_shared_from_this<OpLane> {
   // Posts the pending batch if `work` is in it (a wait or query on it must not wait forever).
   void post_batch_holding(const WorkCcl* work);
 
+  // Runs fn(comm) with the group to itself: the pending batch posted, every queued operation
+  // complete, and no other operation issued until fn returns, so fn may call blocking ccl
+  // collectives on comm (the training layer's compressors do) in the group's issue order.
+  // Raises (c10::Error) if the queued operations failed or the group was destroyed.
+  void run_exclusive(const std::function<void(cclComm_t)>& fn);
+
   // A work failed: shut_down() aborts the communicator instead of destroying it.
   void note_failure() { failed_.store(true); }
 

@@ -39,6 +39,8 @@ class ProcessGroupCcl : public c10d::ProcessGroup {
   cclComm_t comm() const { return lane_->comm(); }
   // Completes the queued operations and releases the communicator (destroy_process_group).
   void shut_down() { lane_->shut_down(); }
+  // OpLane::run_exclusive, for the training layer's hooks.
+  void run_exclusive(const std::function<void(cclComm_t)>& fn) { lane_->run_exclusive(fn); }
 
   // batch_isend_irecv: its sends and receives are posted as one ccl group at the end.
   void endCoalescing(std::vector<c10::intrusive_ptr<c10d::Work>>&) override { lane_->post_batch(); }

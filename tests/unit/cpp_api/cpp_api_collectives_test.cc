@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "../support/rank_threads.h"
 #include "ccl/ccl.hpp"
-#include "rank_threads.h"
 
 namespace {
 

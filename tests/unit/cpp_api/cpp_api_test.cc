@@ -12,8 +12,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "../support/rank_threads.h"
 #include "ccl/ccl.hpp"
-#include "rank_threads.h"
 
 namespace {
 

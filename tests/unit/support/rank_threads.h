@@ -1,5 +1,5 @@
 // Runs the ranks of one communicator as threads of this process (the shm transport works between
-// threads), for the tests of the C++ API.
+// threads), for the tests of the C++ API and of the training layer.
 #pragma once
 
 #include <gtest/gtest.h>

@@ -1,0 +1,2 @@
+# DDP: bucket assignment (torch's rule) and the reducer.
+list(APPEND part_sources buckets.cc reducer.cc)
