@@ -1,7 +1,7 @@
 /**
  * @file training.hpp
  * @brief ccl's training layer: DDP bucketing with overlap, pipeline schedules, gradient
- * compression with error feedback, LAMB and LARS. Link ccl::ccl_training (libccl_training.so).
+ * compression with error feedback, LAMB and LARS. Part of libccl (link ccl, or ccl::ccl_training).
  *
  * It stands on the public C++ API (ccl.hpp) only, so any C++ trainer can use it, and ccl_torch
  * reaches it from PyTorch (ccl_torch.hooks, ccl_torch.optim).

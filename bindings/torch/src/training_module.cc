@@ -1,4 +1,4 @@
-// The Python module ccl_torch._training: ccl's training layer (C++20, libccl_training) for
+// The Python module ccl_torch._training: ccl's training layer (C++20, in libccl) for
 // ccl_torch.hooks and ccl_torch.optim. It includes no torch header (torch 1.13's are C++17):
 // tensors arrive as (data pointer, element count), already checked by the Python side to be
 // contiguous float32 CPU tensors, and communicators as the cclComm_t of a ccl process group

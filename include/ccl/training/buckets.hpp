@@ -2,7 +2,7 @@
  * @file training/buckets.hpp
  * @brief Gradient bucket assignment, exactly as PyTorch's DDP assigns buckets.
  *
- * Part of the training layer (`#include <ccl/training.hpp>`, library ccl_training).
+ * Part of the training layer (`#include <ccl/training.hpp>`, in libccl).
  */
 #ifndef CCL_TRAINING_BUCKETS_HPP_
 #define CCL_TRAINING_BUCKETS_HPP_

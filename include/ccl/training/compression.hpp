@@ -3,7 +3,7 @@
  * @brief Gradient compression with error feedback: TopK, scaled sign, and the compressed
  * allreduce of 1-bit Adam (DeepSpeed), each reporting the bytes it put on the wire.
  *
- * Part of the training layer (`#include <ccl/training.hpp>`, library ccl_training).
+ * Part of the training layer (`#include <ccl/training.hpp>`, in libccl).
  *
  * Error feedback (Seide et al. 2014; Karimireddy et al. 2019): per tensor the compressor keeps
  * what compression dropped, e. Each exchange compresses p = g + e into Δ = C(p) and keeps

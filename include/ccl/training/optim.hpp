@@ -3,7 +3,7 @@
  * @brief Large-batch optimizers (LAMB, LARS) and learning-rate schedules (linear scaling with
  * linear warm-up, polynomial decay), on float32 parameters held by the caller.
  *
- * Part of the training layer (`#include <ccl/training.hpp>`, library ccl_training). The
+ * Part of the training layer (`#include <ccl/training.hpp>`, in libccl). The
  * optimizers keep their state (moments, momentum) per parameter pointer: pass the same
  * ParamRef list (the same `param` pointers and counts) at every step.
  */

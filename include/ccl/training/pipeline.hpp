@@ -3,7 +3,7 @@
  * @brief Pipeline-parallel schedules as data (GPipe, 1F1B, interleaved 1F1B), their bubbles, and
  * a runner that executes a schedule with cclSend/cclRecv in groups.
  *
- * Part of the training layer (`#include <ccl/training.hpp>`, library ccl_training).
+ * Part of the training layer (`#include <ccl/training.hpp>`, in libccl).
  *
  * Model: `stages` ranks, each holding `virtual_stages` chunks of the model (1 but for
  * Interleaved). Chunk c of rank s is virtual stage c·stages + s (Megatron-LM's layout): a

@@ -4,7 +4,7 @@
  * allreduce per bucket as soon as its last gradient is ready, no_sync accumulation, buckets
  * rebuilt from the observed ready order, gradients as views into the buckets, communication hooks.
  *
- * Part of the training layer (`#include <ccl/training.hpp>`, library ccl_training).
+ * Part of the training layer (`#include <ccl/training.hpp>`, in libccl).
  *
  * @code
  * ccl::training::Reducer reducer(comm, specs);         // specs: (count, dtype) per parameter
