@@ -13,6 +13,7 @@
 #include <ccl/ccl.hpp>
 #include <ccl/training.hpp>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -115,6 +116,15 @@ Args parse(int argc, char** argv) {
   }
   if (a.warmup > a.steps) usage("--warmup must not exceed --steps");
   return a;
+}
+
+// A loss for the JSON line: JSON has no NaN or infinity (a run whose learning rate is too high
+// diverges), so those are null.
+std::string json_number(double v) {
+  if (!std::isfinite(v)) return "null";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.6f", v);
+  return buf;
 }
 
 ccl::training::ReducerOptions reducer_options(const Args& a) {
@@ -271,7 +281,7 @@ int main(int argc, char** argv) {
           "{\"ranks\": %d, \"steps\": %d, \"batch_per_rank\": %d, \"compress\": \"%s\", "
           "\"error_feedback\": %s, \"overlap\": %s, \"optim\": \"%s\", \"parameters\": %zu, "
           "\"buckets\": %zu, "
-          "\"loss_first\": %.6f, \"loss\": %.6f, \"eval_loss\": %.6f, \"bytes_sent\": %llu, "
+          "\"loss_first\": %s, \"loss\": %s, \"eval_loss\": %s, \"bytes_sent\": %llu, "
           "\"step_ms\": %.3f, "
           "\"compute_ms\": %.3f, \"exposed_comm_ms\": %.3f, \"comm_alone_ms\": %.3f, "
           "\"overlap_fraction\": %.3f}\n",
@@ -283,9 +293,9 @@ int main(int argc, char** argv) {
             for (const auto& s : specs) n += s.count;
             return n;
           }(),
-          reducer.buckets().size(), loss_first, loss_last, eval_loss,
-          static_cast<unsigned long long>(reducer.bytes_sent()), ms(total) / args.steps,
-          ms(compute) / args.steps, wait_ms, comm_ms, overlap);
+          reducer.buckets().size(), json_number(loss_first).c_str(), json_number(loss_last).c_str(),
+          json_number(eval_loss).c_str(), static_cast<unsigned long long>(reducer.bytes_sent()),
+          ms(total) / args.steps, ms(compute) / args.steps, wait_ms, comm_ms, overlap);
     }
     return 0;
   } catch (const std::exception& e) {

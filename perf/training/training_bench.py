@@ -23,7 +23,7 @@ def run(args, ranks, *flags):
     cmd = [os.path.join(args.build, "tools", "cclrun"), "--timeout", "600", "-np", str(ranks),
            os.path.join(args.build, "examples", "ddp_train"), "--quiet", "--steps", str(args.steps),
            "--width", str(args.width), "--depth", str(args.depth), "--batch", str(args.batch),
-           "--bucket-mb", str(args.bucket_mb), *flags]
+           "--bucket-mb", str(args.bucket_mb), "--lr", str(args.lr), *flags]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     if out.returncode != 0:
         sys.exit(f"training_bench: {' '.join(cmd)} failed:\n{out.stdout}{out.stderr}")
@@ -44,13 +44,14 @@ def main():
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--bucket-mb", type=float, default=1.0)
+    p.add_argument("--lr", type=float, default=0.005)
     p.add_argument("--launches", type=int, default=3)
     args = p.parse_args()
     first = run(args, 1, "--steps", "1")
     print(f"# ddp_train: MLP 32-"
           f"{'-'.join([str(args.width)] * args.depth)}-1, {first['parameters']} float32 "
           f"parameters ({first['parameters'] * 4 / 2**20:.1f} MiB), batch {args.batch} per rank, "
-          f"{args.steps} steps, buckets of {args.bucket_mb} MiB ({first['buckets']} buckets), "
+          f"{args.steps} steps, SGD lr {args.lr}, buckets of {args.bucket_mb} MiB ({first['buckets']} buckets), "
           f"{args.launches} launches each; {os.cpu_count()} CPUs")
     for ranks in [int(n) for n in args.np.split(",")]:
         print(f"\n## {ranks} ranks: overlap\n")
@@ -72,7 +73,7 @@ def main():
             per_step = worst["bytes_sent"] / args.steps
             base = base or per_step
             print(f"| {spec} | {per_step:,.0f} | {base / per_step:.1f}x fewer | "
-                  f"{worst['step_ms']:.2f} | {best['step_ms']:.2f} | {worst['eval_loss']:.5f} |")
+                  f"{worst['step_ms']:.2f} | {best['step_ms']:.2f} | {worst['eval_loss'] if worst['eval_loss'] is not None else 'diverged'} |")
         sys.stdout.flush()
 
 

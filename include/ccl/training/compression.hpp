@@ -67,8 +67,10 @@ class Compressor {
   virtual std::string name() const = 0;
 
  protected:
-  /// What one exchange keeps between start and finish.
+  /// What one exchange keeps between start and finish. Kept per key after finish, so that the
+  /// next exchange reuses its buffers (a fresh buffer costs its page faults every step).
   struct Pending {
+    bool active = false;
     size_t count = 0;
     std::vector<uint8_t> send, recv;  // the queued collectives' buffers (they must outlive them)
     std::vector<uint8_t> send2, recv2;
@@ -115,6 +117,8 @@ class TopK final : public Compressor {
                               Pending&, ccl::StreamRef) override;
   uint64_t decompress(ccl::Communicator&, size_t, Pending&, std::span<float>) override;
   TopKOptions options_;
+  std::vector<float> magnitudes_, selection_;  // scratch, reused across exchanges
+  std::vector<uint32_t> indices_;
 };
 
 /**
@@ -154,6 +158,8 @@ class OneBit final : public Compressor {
                               Pending&, ccl::StreamRef) override;
   uint64_t decompress(ccl::Communicator&, size_t, Pending&, std::span<float>) override;
   std::unordered_map<size_t, std::vector<float>> server_errors_;
+  std::vector<float> full_, q_;  // scratch, reused across exchanges
+  std::vector<uint8_t> server_send_, server_all_;
 };
 
 /// A compressor from its name: "topk:R" (R the ratio), "topk16:R" (fp16 values), "sign",

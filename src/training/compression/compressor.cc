@@ -10,8 +10,8 @@ namespace ccl::training {
 
 void Compressor::start(ccl::Communicator& comm, size_t key, std::span<const float> grad,
                        ccl::StreamRef stream) {
-  auto [slot, fresh] = pending_.try_emplace(key);
-  if (!fresh) {
+  auto slot = pending_.try_emplace(key).first;
+  if (slot->second.active) {
     throw std::logic_error("ccl::training::" + name() + ": start for key " + std::to_string(key) +
                            " while its previous exchange is not finished");
   }
@@ -34,20 +34,21 @@ void Compressor::start(ccl::Communicator& comm, size_t key, std::span<const floa
     pending.count = grad.size();
     std::span<float> error = error_feedback_ ? std::span<float>(e) : std::span<float>();
     bytes_sent_ += compress_and_queue(comm, key, p_, error, pending, stream);
+    pending.active = true;
   } catch (...) {
-    pending_.erase(key);
+    slot->second.active = false;
     throw;
   }
 }
 
 void Compressor::finish(ccl::Communicator& comm, size_t key, std::span<float> grad) {
   auto it = pending_.find(key);
-  if (it == pending_.end()) {
+  if (it == pending_.end() || !it->second.active) {
     throw std::logic_error("ccl::training::" + name() + ": finish for key " + std::to_string(key) +
                            " without a start");
   }
-  Pending pending = std::move(it->second);
-  pending_.erase(it);
+  Pending& pending = it->second;
+  pending.active = false;
   if (grad.size() != pending.count) {
     throw std::invalid_argument("ccl::training::" + name() + ": finish for key " +
                                 std::to_string(key) + " with " + std::to_string(grad.size()) +
@@ -67,10 +68,13 @@ std::span<const float> Compressor::error(size_t key) const {
 }
 
 void Compressor::forget() {
-  if (!pending_.empty()) {
-    throw std::logic_error("ccl::training::" + name() + ": forget while an exchange is pending");
+  for (const auto& entry : pending_) {
+    if (entry.second.active) {
+      throw std::logic_error("ccl::training::" + name() + ": forget while an exchange is pending");
+    }
   }
   errors_.clear();
+  pending_.clear();
 }
 
 namespace {

@@ -43,7 +43,8 @@ uint64_t OneBit::compress_and_queue(ccl::Communicator& comm, size_t, std::span<f
   const int n = comm.size();
   const size_t d = p.size(), dp = padded(d, n);
   // The padding is zeros on every rank: its signs are +, its errors stay 0 and are not kept.
-  std::vector<float> full(dp, 0.0f);
+  std::vector<float>& full = full_;
+  full.assign(dp, 0.0f);
   std::copy(p.begin(), p.end(), full.begin());
   const float scale = rms_scale(full);
   for (size_t i = 0; i < error.size(); ++i) error[i] = p[i] - (p[i] >= 0.0f ? scale : -scale);
@@ -66,7 +67,8 @@ uint64_t OneBit::decompress(ccl::Communicator& comm, size_t key, Pending& pendin
   const size_t dp = padded(pending.count, n), chunk = dp / static_cast<size_t>(n);
   const size_t chunk_bytes = chunk / 8;
   // Server stage for this rank's chunk: average the workers' scale·sign, add the server error.
-  std::vector<float> q(chunk, 0.0f);
+  std::vector<float>& q = q_;
+  q.assign(chunk, 0.0f);
   for (int j = 0; j < n; ++j) {
     float s = 0;
     std::memcpy(&s, pending.recv2.data() + static_cast<size_t>(j) * sizeof(float), sizeof s);
@@ -82,12 +84,15 @@ uint64_t OneBit::decompress(ccl::Communicator& comm, size_t key, Pending& pendin
   }
   // Every rank's server result: packed signs and scale, allgathered (blocking: finish runs after
   // the stream's stage 1 completed, nothing else of this compressor is queued).
-  std::vector<uint8_t> send(chunk_bytes + sizeof(float));
+  std::vector<uint8_t>& send = server_send_;
+  send.resize(chunk_bytes + sizeof(float));
   sign_bits::pack(q, send.data());
   std::memcpy(send.data() + chunk_bytes, &server_scale, sizeof server_scale);
-  std::vector<uint8_t> all(send.size() * static_cast<size_t>(n));
+  std::vector<uint8_t>& all = server_all_;
+  all.resize(send.size() * static_cast<size_t>(n));
   comm.all_gather(std::span<const uint8_t>(send), std::span<uint8_t>(all));
-  std::vector<float> result(dp, 0.0f);
+  std::vector<float>& result = full_;  // the worker stage is done with it
+  result.assign(dp, 0.0f);
   for (int j = 0; j < n; ++j) {
     const uint8_t* m = all.data() + static_cast<size_t>(j) * send.size();
     float s = 0;

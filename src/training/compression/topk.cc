@@ -2,7 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <numeric>
+#include <functional>
 #include <stdexcept>
 #include <string>
 
@@ -37,16 +37,41 @@ uint64_t TopK::compress_and_queue(ccl::Communicator& comm, size_t, std::span<flo
   if (d > UINT32_MAX) throw std::invalid_argument("ccl::training::TopK: more than 2^32 elements");
   const size_t k = k_for(d);
   // The k largest magnitudes, ties to the lower index, so that every run selects the same set.
-  std::vector<uint32_t> index(d);
-  std::iota(index.begin(), index.end(), 0u);
-  auto larger = [&](uint32_t a, uint32_t b) {
-    const float fa = std::fabs(p[a]), fb = std::fabs(p[b]);
-    return fa > fb || (fa == fb && a < b);
+  // First the k-th largest magnitude, the threshold: estimated from an evenly spaced sample (a
+  // loose estimate, twice the sample's share), then exact among the elements at or above it
+  // (about 2k of them), by nth_element on plain floats. If the estimate keeps fewer than k, the
+  // exact selection runs over all d. Then one ascending scan takes the elements above the
+  // threshold and the lowest-indexed ties.
+  magnitudes_.resize(d);
+  for (size_t i = 0; i < d; ++i) magnitudes_[i] = std::fabs(p[i]);
+  std::vector<float>& pool = selection_;
+  auto kth_largest = [&](std::vector<float>& values, size_t rank) {
+    std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(rank),
+                     values.end(), std::greater<float>());
+    return values[rank];
   };
-  std::nth_element(index.begin(), index.begin() + static_cast<std::ptrdiff_t>(k), index.end(),
-                   larger);
-  index.resize(k);
-  std::sort(index.begin(), index.end());  // ascending indices: the scatter walks memory forward
+  const size_t samples = std::min<size_t>(d, 16384);
+  pool.clear();
+  for (size_t s = 0; s < samples; ++s) pool.push_back(magnitudes_[s * d / samples]);
+  const size_t loose = std::min(samples - 1, (2 * k * samples + d - 1) / d);
+  const float estimate = kth_largest(pool, loose);
+  pool.clear();
+  for (size_t i = 0; i < d; ++i) {
+    if (magnitudes_[i] >= estimate) pool.push_back(magnitudes_[i]);
+  }
+  if (pool.size() < k) pool.assign(magnitudes_.begin(), magnitudes_.end());
+  const float threshold = kth_largest(pool, k - 1);
+  size_t above = 0;  // how many are strictly larger: all of them are in, then ties by index
+  for (size_t i = 0; i < d; ++i) above += magnitudes_[i] > threshold ? 1 : 0;
+  size_t ties = k - above;
+  std::vector<uint32_t>& index = indices_;
+  index.clear();
+  for (size_t i = 0; i < d && index.size() < k; ++i) {
+    if (magnitudes_[i] > threshold || (magnitudes_[i] == threshold && ties > 0)) {
+      if (!(magnitudes_[i] > threshold)) --ties;
+      index.push_back(static_cast<uint32_t>(i));
+    }
+  }
 
   const size_t vbytes = value_bytes(options_.fp16_values);
   const size_t message = k * (sizeof(uint32_t) + vbytes);
@@ -75,7 +100,8 @@ uint64_t TopK::decompress(ccl::Communicator& comm, size_t, Pending& pending, std
   const size_t k = k_for(pending.count);
   const size_t vbytes = value_bytes(options_.fp16_values);
   const size_t message = k * (sizeof(uint32_t) + vbytes);
-  std::vector<float> sum(out.size(), 0.0f);
+  // Summed straight into `out` (the caller's memory, already touched): no scratch to fault in.
+  std::fill(out.begin(), out.end(), 0.0f);
   for (int r = 0; r < comm.size(); ++r) {
     const uint8_t* m = pending.recv.data() + static_cast<size_t>(r) * message;
     const uint8_t* values = m + k * sizeof(uint32_t);
@@ -95,11 +121,11 @@ uint64_t TopK::decompress(ccl::Communicator& comm, size_t, Pending& pending, std
       } else {
         std::memcpy(&v, values + j * vbytes, sizeof v);
       }
-      sum[i] += v;
+      out[i] += v;
     }
   }
   const float inv = 1.0f / static_cast<float>(comm.size());
-  for (size_t i = 0; i < out.size(); ++i) out[i] = sum[i] * inv;
+  for (float& x : out) x *= inv;
   return 0;
 }
 

@@ -6,25 +6,11 @@
 #include <cstring>
 #include <string>
 
+#include "ddp/half_cast.h"
+
 namespace ccl::training {
 
 namespace {
-
-// float32 -> bfloat16, rounding to nearest even (NaN stays a quiet NaN).
-uint16_t to_bf16(float f) {
-  uint32_t bits = 0;
-  std::memcpy(&bits, &f, sizeof bits);
-  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40u);
-  bits += 0x7fffu + ((bits >> 16) & 1u);
-  return static_cast<uint16_t>(bits >> 16);
-}
-
-float from_bf16(uint16_t h) {
-  const uint32_t bits = static_cast<uint32_t>(h) << 16;
-  float f = 0;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
-}
 
 std::string index_list(const std::vector<size_t>& indices) {
   std::string s;
@@ -164,14 +150,7 @@ void Reducer::launch(size_t index) {
   if (float32 && (options_.hook == CommHook::Fp16 || options_.hook == CommHook::Bf16)) {
     const bool fp16 = options_.hook == CommHook::Fp16;
     b.cast.resize(b.count);
-    for (size_t i = 0; i < b.count; ++i) {
-      if (fp16) {
-        const auto h = static_cast<_Float16>(f[i]);
-        std::memcpy(&b.cast[i], &h, sizeof h);
-      } else {
-        b.cast[i] = to_bf16(f[i]);
-      }
-    }
+    (fp16 ? half_cast::to_fp16 : half_cast::to_bf16)(f, b.cast.data(), b.count);
     ccl::detail::check(
         cclAllReduce(b.cast.data(), b.cast.data(), b.count, fp16 ? cclFloat16 : cclBfloat16, cclAvg,
                      comm_.get(), stream_.get()),
@@ -220,13 +199,9 @@ void Reducer::wait() {
     if (b.dtype != cclFloat32) continue;
     auto* f = static_cast<float*>(b.data());
     if (options_.hook == CommHook::Fp16) {
-      for (size_t j = 0; j < b.count; ++j) {
-        _Float16 h;
-        std::memcpy(&h, &b.cast[j], sizeof h);
-        f[j] = static_cast<float>(h);
-      }
+      half_cast::from_fp16(b.cast.data(), f, b.count);
     } else if (options_.hook == CommHook::Bf16) {
-      for (size_t j = 0; j < b.count; ++j) f[j] = from_bf16(b.cast[j]);
+      half_cast::from_bf16(b.cast.data(), f, b.count);
     } else if (options_.hook == CommHook::Compress) {
       const uint64_t before = options_.compressor->bytes_sent();
       options_.compressor->finish(comm_, i, std::span<float>(f, b.count));

@@ -1,2 +1,2 @@
 # DDP: bucket assignment (torch's rule) and the reducer.
-list(APPEND part_sources buckets.cc reducer.cc)
+list(APPEND part_sources buckets.cc reducer.cc half_cast.cc)
