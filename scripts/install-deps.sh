@@ -9,6 +9,8 @@ packages=(
   libhwloc-dev hwloc libxml2-dev libudev-dev libibverbs-dev libucx-dev
   openmpi-bin libopenmpi-dev
   iproute2 procps python3
+  # ccl-check's JSON reports
+  nlohmann-json3-dev
   clang-format clang-tidy clang libclang-rt-14-dev
   # The torch.distributed backend (bindings/torch) and its tests: Debian's torch 1.13, which
   # lives under /usr/bin/python3.

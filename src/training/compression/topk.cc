@@ -7,11 +7,12 @@
 #include <string>
 
 #include "ccl/training/compression.hpp"
+#include "ddp/half_cast.h"
 
 namespace ccl::training {
 
 namespace {
-size_t value_bytes(bool fp16) { return fp16 ? sizeof(_Float16) : sizeof(float); }
+size_t value_bytes(bool fp16) { return fp16 ? sizeof(uint16_t) : sizeof(float); }
 }  // namespace
 
 TopK::TopK(TopKOptions options) : options_(options) {
@@ -84,9 +85,9 @@ uint64_t TopK::compress_and_queue(ccl::Communicator& comm, size_t, std::span<flo
     // Δ is what travels (rounded to fp16 when it does), so e' = p − Δ keeps the rounding too.
     float sent = p[index[j]];
     if (options_.fp16_values) {
-      const auto h = static_cast<_Float16>(sent);
+      const uint16_t h = half_cast::fp16_from_float(sent);
       std::memcpy(values + j * vbytes, &h, sizeof h);
-      sent = static_cast<float>(h);
+      sent = half_cast::float_from_fp16(h);
     } else {
       std::memcpy(values + j * vbytes, &sent, sizeof sent);
     }
@@ -115,9 +116,9 @@ uint64_t TopK::decompress(ccl::Communicator& comm, size_t, Pending& pending, std
       }
       float v = 0;
       if (options_.fp16_values) {
-        _Float16 h;
+        uint16_t h = 0;
         std::memcpy(&h, values + j * vbytes, sizeof h);
-        v = static_cast<float>(h);
+        v = half_cast::float_from_fp16(h);
       } else {
         std::memcpy(&v, values + j * vbytes, sizeof v);
       }

@@ -1,0 +1,92 @@
+#include "suspects.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <set>
+
+namespace ccl_check {
+
+namespace {
+
+std::string format(const char* fmt, double a, double b, double c) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, fmt, a, b, c);
+  return buf;
+}
+
+}  // namespace
+
+std::vector<Suspect> find_suspects(const std::vector<PairResult>& pairs, const SuspectRule& rule) {
+  std::vector<Suspect> out;
+  if (pairs.empty()) return out;
+  double fastest = pairs.front().latency_us, best = pairs.front().bandwidth_gbps;
+  for (const PairResult& p : pairs) {
+    fastest = std::min(fastest, p.latency_us);
+    best = std::max(best, p.bandwidth_gbps);
+  }
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    const PairResult& p = pairs[i];
+    std::string reason;
+    if (p.latency_us > rule.latency_factor * fastest) {
+      reason = format("latency %.1f us > %.2g x the fastest pair's %.1f us", p.latency_us,
+                      rule.latency_factor, fastest);
+    }
+    if (p.bandwidth_gbps < rule.bandwidth_fraction * best) {
+      if (!reason.empty()) reason += "; ";
+      reason += format("bandwidth %.3g GB/s < %.0f%% of the best pair's %.3g GB/s",
+                       p.bandwidth_gbps, rule.bandwidth_fraction * 100, best);
+    }
+    if (!reason.empty()) out.push_back({i, reason});
+  }
+  return out;
+}
+
+std::vector<Culprit> blame(const std::vector<PairResult>& pairs,
+                           const std::vector<size_t>& confirmed_slow,
+                           const std::vector<std::string>& host_of_rank) {
+  using HostPair = std::pair<std::string, std::string>;  // ordered
+  auto hosts_of = [&](const PairResult& p) {
+    const std::string& a = host_of_rank.at(static_cast<size_t>(p.ranks.first));
+    const std::string& b = host_of_rank.at(static_cast<size_t>(p.ranks.second));
+    return a < b ? HostPair{a, b} : HostPair{b, a};
+  };
+  // Per pair of hosts: slow if any of its rank pairs is confirmed slow.
+  std::map<HostPair, bool> slow;
+  for (const PairResult& p : pairs) slow.emplace(hosts_of(p), false);
+  for (const size_t i : confirmed_slow) slow[hosts_of(pairs.at(i))] = true;
+
+  std::set<std::string> hosts(host_of_rank.begin(), host_of_rank.end());
+  std::vector<Culprit> out;
+  std::set<HostPair> explained;
+  for (const std::string& h : hosts) {
+    size_t mine = 0, mine_slow = 0;
+    bool some_other_fine = false;
+    for (const auto& [hp, is_slow] : slow) {
+      if (hp.first == hp.second) continue;  // inside one host: says nothing about its links
+      if (hp.first == h || hp.second == h) {
+        ++mine;
+        mine_slow += is_slow ? 1 : 0;
+      } else if (!is_slow) {
+        some_other_fine = true;  // a link between two other hosts is fine
+      }
+    }
+    if (mine > 0 && mine_slow == mine && some_other_fine) {
+      out.push_back({Culprit::Host, h, "",
+                     "every one of its " + std::to_string(mine) +
+                         " links to other hosts is slow, other hosts' links are not"});
+      for (const auto& [hp, is_slow] : slow) {
+        if (hp.first == h || hp.second == h) explained.insert(hp);
+      }
+    }
+  }
+  for (const auto& [hp, is_slow] : slow) {
+    if (!is_slow || explained.count(hp) != 0) continue;
+    out.push_back({Culprit::Link, hp.first, hp.second,
+                   hp.first == hp.second ? "slow between ranks of this host"
+                                         : "slow between these two hosts"});
+  }
+  return out;
+}
+
+}  // namespace ccl_check
