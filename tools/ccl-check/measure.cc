@@ -11,9 +11,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double busbw_of(double bytes, double seconds, double factor) {
-  return bytes / seconds / 1e9 * factor;
-}
+double gbps(double bytes, double seconds) { return bytes / seconds / 1e9; }
 
 // One call of `collective` moving `bytes` (nccl-tests' size) of float32, blocking.
 cclResult_t call(const std::string& c, ccl::Communicator& comm, const float* send, float* recv,
@@ -98,7 +96,7 @@ std::vector<SweepPoint> run_sweep(ccl::Communicator& comm, const Options& o) {
       std::nth_element(times.begin(), times.begin() + static_cast<std::ptrdiff_t>(times.size() / 2),
                        times.end());
       p.time_us = times[times.size() / 2];
-      p.algbw_gbps = busbw_of(static_cast<double>(size), p.time_us * 1e-6, 1.0);
+      p.algbw_gbps = gbps(static_cast<double>(size), p.time_us * 1e-6);
       p.busbw_gbps = p.algbw_gbps * busbw_factor(c, n);
       if (c == "allreduce") {
         const float want = static_cast<float>(n) * static_cast<float>(n + 1) / 2.0f;

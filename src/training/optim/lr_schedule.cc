@@ -1,25 +1,15 @@
 // Learning-rate schedules (optim.hpp): Goyal et al.'s linear scaling rule, and linear warm-up
 // followed by polynomial decay.
-#include <array>
-#include <charconv>
 #include <cmath>
 #include <stdexcept>
 #include <string>
 
 #include "ccl/training/optim.hpp"
+#include "optim/param_checks.h"
 
 namespace ccl::training {
 
-namespace {
-
-// The shortest decimal that reads back as `value` ("0.1", not "0.100000").
-std::string number(double value) {
-  std::array<char, 32> buf{};
-  const auto result = std::to_chars(buf.data(), buf.data() + buf.size(), value);
-  return std::string(buf.data(), result.ptr);
-}
-
-}  // namespace
+using optim_detail::shortest_number;
 
 double linear_scaled_lr(double base_lr, size_t batch, size_t base_batch) {
   if (base_batch == 0) throw std::invalid_argument("ccl::training::linear_scaled_lr: base_batch 0");
@@ -35,7 +25,7 @@ double WarmupPolyDecay::operator()(int64_t step) const {
     fail("total_steps " + std::to_string(total_steps) + " < warmup_steps " +
          std::to_string(warmup_steps));
   }
-  if (!(power >= 0)) fail("power " + number(power) + " is not >= 0");  // NaN too
+  if (!(power >= 0)) fail("power " + shortest_number(power) + " is not >= 0");  // NaN too
   // Steps count from 0; a negative one is a caller's mistake, not a point of the schedule.
   if (step < 0) fail("step " + std::to_string(step) + " < 0");
 

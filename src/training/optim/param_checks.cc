@@ -10,14 +10,13 @@
 
 namespace ccl::training::optim_detail {
 
-namespace {
-
-// The shortest decimal that reads back as `value` ("0.1", not "0.100000").
-std::string number(double value) {
+std::string shortest_number(double value) {
   std::array<char, 32> buf{};
   const auto result = std::to_chars(buf.data(), buf.data() + buf.size(), value);
   return std::string(buf.data(), result.ptr);
 }
+
+namespace {
 
 std::string describe(size_t index, const float* param) {
   std::ostringstream s;
@@ -29,7 +28,7 @@ std::string describe(size_t index, const float* param) {
 
 void check_range(const char* prefix, bool ok, const char* field, double value, const char* range) {
   if (!ok) {
-    throw std::invalid_argument(std::string(prefix) + field + " = " + number(value) +
+    throw std::invalid_argument(std::string(prefix) + field + " = " + shortest_number(value) +
                                 " is out of range (" + range + ")");
   }
 }

@@ -7,11 +7,15 @@
 #include <functional>
 #include <optional>
 #include <span>
+#include <string>
 #include <unordered_map>
 
 #include "ccl/training/optim.hpp"
 
 namespace ccl::training::optim_detail {
+
+/// The shortest decimal that reads back as `value` ("0.1", not "0.100000"), for messages.
+std::string shortest_number(double value);
 
 /// Throws std::invalid_argument "<prefix><field> = <value> is out of range (<range>)" unless
 /// `ok`. Write the comparison in `ok` so that NaN fails it.
