@@ -150,6 +150,10 @@ bool StreamCore::reach(uint64_t seq, bool run) {
       for (size_t i = 0; i < batch_.size(); ++i) run_one(batch_[i], first + i);
       batch_.clear();
       run_mutex_.unlock();
+      // Another waiter may have found run_mutex_ taken after our last completion and gone to
+      // sleep on that epoch: without a change it would sleep until its stall bound (torch's
+      // Work.wait from several threads hit this: 60 s, then a timeout).
+      bump_epoch();
       continue;
     }
     if (!wait_for_change(epoch, deadline)) {

@@ -79,6 +79,7 @@ def work_api(rank, size):
         th.start()
     for th in threads:
         th.join(60)
+    assert not any(th.is_alive() for th in threads), "a waiter thread was still waiting after 60 s"
     assert not errors, errors
     for i, x in enumerate(tensors):
         assert torch.equal(x, torch.full((64,), float(i * size + sum(range(size))))), i
