@@ -138,6 +138,14 @@ CCL_API cclResult_t cclCommAbort(cclComm_t comm);
 CCL_API cclResult_t cclCommGetAsyncError(cclComm_t comm, cclResult_t* asyncError);
 CCL_API cclResult_t cclCommCount(const cclComm_t comm, int* count);
 CCL_API cclResult_t cclCommUserRank(const cclComm_t comm, int* rank);
+/** The transport that carries this rank's messages to `peer`, as a static string ("shm", "tcp",
+ *  "loopback"; "self" for the calling rank): what a tool such as ccl-check reports per pair. */
+CCL_API cclResult_t cclCommPeerTransport(const cclComm_t comm, int peer, const char** name);
+/** This host's topology as ccl sees it, the text ccl-topo prints (the tree, the links, the path
+ *  classes, the ring and tree orders), written NUL-terminated into buf and cut short at size
+ *  bytes; *length (if not NULL) gets the whole text's length without the NUL. buf may be NULL
+ *  when size is 0, to ask for the length. */
+CCL_API cclResult_t cclGetTopologyText(char* buf, size_t size, size_t* length);
 
 /** Host memory that the other ranks of this host can map (as NCCL's ncclMemAlloc): a broadcast
  *  whose buffers lie in it moves each byte once, the copies split over the ranks. Any size > 0;

@@ -23,6 +23,7 @@
 #ifndef CCL_CCL_HPP_
 #define CCL_CCL_HPP_
 
+#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <cstddef>
@@ -396,6 +397,16 @@ inline int version() {
   return v;
 }
 
+/// This host's topology as ccl sees it: the text ccl-topo prints (cclGetTopologyText).
+inline std::string topology_text() {
+  size_t length = 0;
+  detail::check(cclGetTopologyText(nullptr, 0, &length), "cclGetTopologyText");
+  std::string text(length + 1, '\0');
+  detail::check(cclGetTopologyText(text.data(), text.size(), &length), "cclGetTopologyText");
+  text.resize(std::min(length, text.size() - 1));
+  return text;
+}
+
 /**
  * @brief Communicator settings (cclConfig_t); every field left unset takes the library default.
  * @code
@@ -604,6 +615,12 @@ class Communicator {
     int n = 0;
     detail::check(cclCommCount(comm_, &n), "cclCommCount", comm_);
     return n;
+  }
+  /// The transport that reaches `peer` ("shm", "tcp", "loopback"; "self" for this rank).
+  std::string peer_transport(int peer) const {
+    const char* name = nullptr;
+    detail::check(cclCommPeerTransport(comm_, peer, &name), "cclCommPeerTransport", comm_);
+    return name;
   }
   /// The C handle (NULL when empty), for calling the C API directly.
   cclComm_t get() const noexcept { return comm_; }

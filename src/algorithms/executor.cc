@@ -83,8 +83,16 @@ void StepSink::consume(const std::byte* piece, size_t offset, size_t len) {
 
 void Executor::run(const Schedule& schedule, const ExecBuffers& buffers, const ExecOp& op,
                    Deadline deadline, const OpLabel& what) {
+  if (what.rounds == nullptr) {
+    for (const Schedule::Round round : schedule.rounds()) {
+      run_round(round, buffers, op, deadline, what);
+    }
+    return;
+  }
   for (const Schedule::Round round : schedule.rounds()) {
+    what.rounds->round_started(round, op.elem_size);
     run_round(round, buffers, op, deadline, what);
+    what.rounds->round_completed();
   }
 }
 

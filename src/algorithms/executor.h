@@ -75,11 +75,23 @@ class WaitObserver {
   ~WaitObserver() = default;
 };
 
+// Told of every round the executor runs (the trace, CCL_TRACE_FILE): when it starts, with its
+// steps, and when it is complete. A round that throws is started and never completed.
+class RoundObserver {
+ public:
+  virtual void round_started(Schedule::Round round, size_t elem_size) = 0;
+  virtual void round_completed() = 0;
+
+ protected:
+  ~RoundObserver() = default;
+};
+
 // Names the operation in error messages ("allreduce #12"); formatted only when one is thrown.
 struct OpLabel {
   const char* name = "";
   uint64_t sequence = 0;
   WaitObserver* observer = nullptr;  // may be null
+  RoundObserver* rounds = nullptr;   // null: not traced (the executor then only tests it once)
   std::string str() const { return std::string(name) + " #" + std::to_string(sequence); }
 };
 

@@ -82,6 +82,16 @@ const std::vector<ConfigVar>& config_vars() {
       {"CCL_TRACE_BUFFER_SIZE", ConfigType::Int, "64",
        "operations each rank keeps in its flight recorder (dumped on timeout, error and "
        "SIGUSR1); 0: off"},
+      // Trace export (src/core/trace/)
+      {"CCL_TRACE_FILE", ConfigType::String, "",
+       "write each rank's operations and their executor rounds as a Chrome/Perfetto trace "
+       "(ui.perfetto.dev) to this file when the communicator is finalized, destroyed or aborted, "
+       "or the process exits; %h host, %p pid, %r rank; without %r, .<rank> goes before the "
+       "extension (trace.json -> trace.0.json); a process's later communicators add "
+       ".<commName>-<tag> (default: off)"},
+      {"CCL_TRACE_MAX_EVENTS", ConfigType::Int, "1000000",
+       "events (operations + rounds) each communicator's trace keeps, about 100 bytes each; "
+       "more are counted and dropped (the file's otherData.dropped_events)"},
   };
   return vars;
 }

@@ -3,6 +3,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 
 namespace ccl {
 
@@ -38,6 +39,14 @@ void throw_system_error(int err, const char* fmt, ...) {
   msg += ": ";
   msg += strerror(err);
   throw Error(cclSystemError, msg);
+}
+
+const char* result_name(int code) {
+  static constexpr const char* kNames[] = {
+      "cclSuccess",       "cclUnhandledCudaError", "cclSystemError",
+      "cclInternalError", "cclInvalidArgument",    "cclInvalidUsage",
+      "cclRemoteError",   "cclInProgress",         "cclTimeout"};
+  return code >= 0 && code < static_cast<int>(std::size(kNames)) ? kNames[code] : "unknown";
 }
 
 }  // namespace ccl

@@ -54,4 +54,8 @@ class Error : public std::runtime_error {
 [[noreturn]] void throw_system_error(int err, const char* fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+// The enum's own name of a cclResult_t ("cclSuccess", "cclTimeout", ...; "unknown" for other
+// values): what a user greps for, shorter than cclGetErrorString's sentences.
+const char* result_name(int code);
+
 }  // namespace ccl

@@ -280,6 +280,18 @@ cclResult_t cclCommCount(const cclComm_t comm, int* count) {
   });
 }
 
+cclResult_t cclCommPeerTransport(const cclComm_t comm, int peer, const char** name) {
+  return guarded(comm, "cclCommPeerTransport", [&] {
+    Communicator& c = checked_comm(comm, "cclCommPeerTransport");
+    if (name == nullptr) throw_error(cclInvalidArgument, "cclCommPeerTransport: name is NULL");
+    if (peer < 0 || peer >= c.nranks()) {
+      throw_error(cclInvalidArgument, "cclCommPeerTransport: peer %d is not a rank of 0..%d", peer,
+                  c.nranks() - 1);
+    }
+    *name = c.peer_transport(peer);
+  });
+}
+
 cclResult_t cclCommUserRank(const cclComm_t comm, int* rank) {
   return guarded(comm, "cclCommUserRank", [&] {
     Communicator& c = checked_comm(comm, "cclCommUserRank");

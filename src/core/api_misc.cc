@@ -1,5 +1,11 @@
-#include "core/api_guard.h"
+#include <algorithm>
+#include <cstring>
+#include <string>
+
 #include "base/error.h"
+#include "core/api_guard.h"
+#include "topology/render.h"
+#include "topology/topology_xml.h"
 
 using namespace ccl;
 
@@ -9,6 +15,20 @@ cclResult_t cclGetVersion(int* version) {
   return guarded(kNoComm, "cclGetVersion", [&] {
     if (version == nullptr) throw_error(cclInvalidArgument, "cclGetVersion: version is NULL");
     *version = CCL_VERSION_CODE;
+  });
+}
+
+cclResult_t cclGetTopologyText(char* buf, size_t size, size_t* length) {
+  return guarded(kNoComm, "cclGetTopologyText", [&] {
+    if (buf == nullptr && size != 0) {
+      throw_error(cclInvalidArgument, "cclGetTopologyText: buf is NULL with size %zu", size);
+    }
+    const std::string text = topo::render_text(topo::system_topology());
+    if (length != nullptr) *length = text.size();
+    if (size == 0) return;
+    const size_t n = std::min(text.size(), size - 1);
+    std::memcpy(buf, text.data(), n);
+    buf[n] = '\0';
   });
 }
 

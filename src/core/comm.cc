@@ -24,6 +24,13 @@ Communicator::Settings Communicator::read_settings() {
   if (chunk <= 0) chunk = config_int("CCL_BUFFSIZE") / 4;
   // Chunks are multiples of 64 bytes, so every chunk of every datatype starts element-aligned.
   settings.chunk_bytes = std::max<int64_t>(64, chunk / 64 * 64);
+  settings.trace.file = config_string("CCL_TRACE_FILE");
+  const int64_t max_events = config_int("CCL_TRACE_MAX_EVENTS");
+  if (max_events < 0 || max_events > (int64_t{1} << 30)) {
+    throw_error(cclInvalidUsage, "CCL_TRACE_MAX_EVENTS=%lld must be in [0, 1073741824]",
+                static_cast<long long>(max_events));
+  }
+  settings.trace.max_events = static_cast<size_t>(max_events);
   return settings;
 }
 
@@ -34,8 +41,8 @@ Communicator::Communicator(const CommOptions& options, const Settings& settings)
       async_(options_, status_),
       peers_(options_, &status_.abort_flag()),
       planner_(options_, peers_.layout(), settings.chunk_bytes),
-      runner_(options_, settings.check_mode, settings.trace_ops, status_, async_, peers_,
-              planner_) {}
+      runner_(options_, settings.check_mode, settings.trace_ops, settings.trace, status_, async_,
+              peers_, planner_) {}
 
 Communicator::~Communicator() {
   // Joins the init thread and lets the background work finish while every part is alive.
@@ -59,6 +66,7 @@ std::shared_ptr<Communicator> Communicator::create_async(const CommOptions& opti
 
 void Communicator::init(Store& store) {
   peers_.connect(store);
+  runner_.connected();  // the trace's file is named after the communicator's tag
   try {
     TunerSetup(options_, peers_, planner_, runner_).run();  // runs collectives
   } catch (const Error& e) {

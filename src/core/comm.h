@@ -97,7 +97,7 @@ class Communicator {
   const CommOptions& options() const { return options_; }
 
   // cclCommFinalize: waits (bounded by the timeout) until the operations queued on streams are
-  // done; afterwards every operation fails with InvalidUsage.
+  // done; afterwards every operation fails with InvalidUsage. Writes the trace (CCL_TRACE_FILE).
   void finalize();
   // Stream work of this communicator: counted so that finalize can wait for it.
   void queued_begin() { async_.queued_begin(); }
@@ -105,6 +105,7 @@ class Communicator {
 
   ReductionOps& reduction_ops() { return reduction_ops_; }
   const CommLayout& layout() const { return peers_.layout(); }
+  const char* peer_transport(int peer) const { return peers_.transport_name(peer); }
   const tune::Tuner& tuner() const { return planner_.tuner(); }
   // cclCommRegister / cclCommDeregister (registration_cache.h): after a non-blocking init is
   // done (bounded, as an operation waits for it), since the init thread makes the cache.
@@ -134,9 +135,10 @@ class Communicator {
  private:
   // The CCL_* settings of the parts, read at construction in this order (a malformed one throws).
   struct Settings {
-    bool check_mode;     // CCL_CHECK_MODE
-    size_t trace_ops;    // CCL_TRACE_BUFFER_SIZE
-    size_t chunk_bytes;  // CCL_CHUNKSIZE, or CCL_BUFFSIZE / 4
+    bool check_mode;             // CCL_CHECK_MODE
+    size_t trace_ops;            // CCL_TRACE_BUFFER_SIZE
+    size_t chunk_bytes;          // CCL_CHUNKSIZE, or CCL_BUFFSIZE / 4
+    trace::TraceSettings trace;  // CCL_TRACE_FILE, CCL_TRACE_MAX_EVENTS
   };
   static Settings read_settings();
   explicit Communicator(const CommOptions& options);

@@ -67,6 +67,7 @@ void Communicator::broadcast(const void* sendbuff, void* recvbuff, size_t count,
   if (direct && bytes >= algo::DirectCollectives::kRegisteredBroadcastMin &&
       planner_.tuner().selection().allows(tune::Collective::Broadcast, tune::Algorithm::Direct)) {
     bool done = false;
+    runner_.note_algorithm("direct", nullptr);  // run_choice notes its own if this declines
     runner_.run_op("broadcast", [&](Deadline deadline, const algo::OpLabel& name) {
       done = direct->broadcast_registered(sendbuff, recvbuff, bytes, root, deadline, name,
                                           rank() == root ? memory.input : memory.output);
@@ -99,6 +100,7 @@ void Communicator::all_gather_v(const void* sendbuff, void* recvbuff,
   for (size_t c : counts) total += c;
   const OpRunner::OpScope scope = runner_.begin_op({OpKind::AllGatherV, total, type});
   const algo::ExecOp exec = copy_op(type);
+  runner_.note_algorithm("ring", nullptr);
   runner_.execute(algo::ring_allgatherv(
                       planner_.ring_params(counts[rank()], exec.elem_size, planner_.chunk_bytes()),
                       counts, displs),
@@ -149,6 +151,7 @@ void Communicator::all_to_all_v(const void* sendbuff, std::span<const size_t> se
     }
     input = runner_.staged_copy(sendbuff, extent * exec.elem_size);
   }
+  runner_.note_algorithm("pairwise", nullptr);
   runner_.execute(
       algo::pairwise_alltoallv(nranks(), rank(), sendcounts, sdispls, recvcounts, rdispls), input,
       recvbuff, exec, "alltoallv");
@@ -166,6 +169,7 @@ void Communicator::point_to_point(std::span<const algo::PointToPoint> operations
   std::lock_guard lock(runner_.mutex());
   const OpRunner::OpScope scope = runner_.begin_op({OpKind::SendRecv, operations.size(), -1, -1, -1,
                                                     operations.empty() ? -1 : operations[0].peer});
+  runner_.note_group(operations);
   const algo::Schedule schedule = algo::point_to_point(rank(), operations);
   if (schedule.round_count() == 0) return;
   // Each operation's buffer resolved once (call_memory.h); one kernel row must reach them all.
@@ -194,6 +198,7 @@ void Communicator::finalize() {
   std::lock_guard lock(runner_.mutex());  // lets an operation of another thread finish
   runner_.check_usable("cclCommFinalize");
   status_.mark_finalized();
+  runner_.write_trace();  // no operation runs after this one
 }
 
 }  // namespace ccl

@@ -4,11 +4,11 @@
 #include <chrono>
 #include <cstdarg>
 #include <cstdio>
-#include <iterator>
 #include <utility>
 #include <vector>
 
 #include "algorithms/reduce/reduce.h"
+#include "base/error.h"
 #include "base/log.h"
 #include "core/signal_dump.h"
 
@@ -23,15 +23,6 @@ int64_t now_ns() {
 }
 
 double ms(int64_t ns) { return static_cast<double>(ns) / 1e6; }
-
-// The enum's own names: what a user greps for, shorter than cclGetErrorString's sentences.
-const char* result_name(int code) {
-  static constexpr const char* kNames[] = {
-      "cclSuccess",       "cclUnhandledCudaError", "cclSystemError",
-      "cclInternalError", "cclInvalidArgument",    "cclInvalidUsage",
-      "cclRemoteError",   "cclInProgress",         "cclTimeout"};
-  return code >= 0 && code < static_cast<int>(std::size(kNames)) ? kNames[code] : "unknown";
-}
 
 // snprintf that appends to a std::string.
 void appendf(std::string& out, const char* fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -16,6 +16,7 @@ import xml.etree.ElementTree as ET
 
 FAST = ["-b", "8", "-e", "256K", "-f", "8", "--iters", "4", "--warmup", "1", "--repeats", "2",
         "--pair-bytes", "256K", "--pair-iters", "3", "--quiet"]
+# --quiet leaves out the progress lines, not the inventory and ring summaries (stderr).
 
 
 def run(cclrun, tool, *args, ranks=2):
@@ -45,6 +46,16 @@ def main():
                {"allreduce", "broadcast", "reduce", "allgather", "reducescatter", "alltoall"},
                "the sweep misses a collective")
         expect(len(report["pairs"]) == 1 and report["pairs"][0]["bandwidth_gbps"] > 0, "pairs")
+        inv = report["inventory"]
+        expect(len(inv["hosts"]) == 1 and inv["hosts"][0]["ranks"] == [0, 1] and
+               inv["hosts"][0]["topology"].startswith("machine"), "inventory hosts", str(inv))
+        expect(inv["transport"][0][0] == "self" and inv["transport"][0][1] in ("shm", "loopback")
+               and inv["transport"][0][1] == inv["transport"][1][0], "inventory transports",
+               str(inv["transport"]))
+        expect(report["ring"]["bandwidth_gbps"] > 0 and report["ring"]["slowest_rank"] in (0, 1),
+               "ring", str(report["ring"]))
+        expect("pairs by transport:" in err and "ring of all 2 ranks" in err,
+               "the inventory and ring lines", err)
         root = ET.parse(xml).getroot()
         suites = [root] if root.tag == "testsuite" else root.findall("testsuite")
         expect(suites, "JUnit has no <testsuite>")

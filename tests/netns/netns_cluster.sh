@@ -6,7 +6,14 @@
 # CCL_HOSTID); ranks on different nodes only see each other through tcp over the bridge.
 #
 #   netns_cluster.sh --nodes H --ranks-per-node L [--timeout S] [--placement block|cyclic]
-#                    -- PROGRAM ARGS...
+#                    [--slow-link A-B:RATE]... [--slow-node K:RATE]... -- PROGRAM ARGS...
+#
+# --slow-link A-B:RATE shapes the traffic between nodes A and B (both ways) to RATE (tc's units:
+# 200mbit), leaving their other links alone: on the bridge's port toward each of the two, an htb
+# qdisc sends the packets from the other one (a u32 match on the source address) through a class
+# of that rate, everything else through one of 40gbit (this kernel has htb and tbf, not prio).
+# --slow-node K:RATE shapes everything node K sends and receives (a tbf on both ends of its
+# veth). This kernel has no netem, so links are slowed by rate, not by delay.
 #
 # Exit status: 0 every rank passed, 1 a rank failed (or bad usage: 2), 124 timeout,
 # 77 cannot run here (not root, no `ip netns`, namespaces cannot be made).
@@ -18,7 +25,7 @@ set -u
 
 usage() {
   echo "usage: $0 --nodes H --ranks-per-node L [--timeout S] [--placement block|cyclic]" \
-    "-- PROGRAM ARGS..." >&2
+    "[--slow-link A-B:RATE]... [--slow-node K:RATE]... -- PROGRAM ARGS..." >&2
   exit 2
 }
 
@@ -26,12 +33,16 @@ nodes=0
 per_node=0
 timeout_s=300
 placement=block
+slow_links=()
+slow_nodes=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --nodes) [ $# -ge 2 ] || usage; nodes=$2; shift 2 ;;
     --ranks-per-node) [ $# -ge 2 ] || usage; per_node=$2; shift 2 ;;
     --timeout) [ $# -ge 2 ] || usage; timeout_s=$2; shift 2 ;;
     --placement) [ $# -ge 2 ] || usage; placement=$2; shift 2 ;;
+    --slow-link) [ $# -ge 2 ] || usage; slow_links+=("$2"); shift 2 ;;
+    --slow-node) [ $# -ge 2 ] || usage; slow_nodes+=("$2"); shift 2 ;;
     --) shift; break ;;
     *) echo "$0: unknown option '$1'" >&2; usage ;;
   esac
@@ -41,6 +52,14 @@ case "$nodes" in 2|3|4) ;; *) echo "$0: --nodes must be 2..4" >&2; usage ;; esac
 case "$per_node" in [1-9]|1[0-6]) ;; *) echo "$0: --ranks-per-node must be 1..16" >&2; usage ;; esac
 case "$timeout_s" in ''|*[!0-9]*|0) echo "$0: --timeout must be a whole number > 0" >&2; usage ;; esac
 case "$placement" in block|cyclic) ;; *) echo "$0: --placement must be block or cyclic" >&2; usage ;; esac
+for spec in "${slow_links[@]}"; do
+  [[ "$spec" =~ ^[0-3]-[0-3]:[0-9]+[kmg]?bit$ ]] ||
+    { echo "$0: --slow-link wants A-B:RATE (0-2:200mbit), not '$spec'" >&2; usage; }
+done
+for spec in "${slow_nodes[@]}"; do
+  [[ "$spec" =~ ^[0-3]:[0-9]+[kmg]?bit$ ]] ||
+    { echo "$0: --slow-node wants K:RATE (1:200mbit), not '$spec'" >&2; usage; }
+done
 
 skip() {
   echo "SKIP: $*" >&2
@@ -121,6 +140,36 @@ for ((k = 0; k < nodes; ++k)); do
     ip -n "${node_ns[$k]}" -br link show "veth$k" | grep -q "LOWER_UP" && break
     sleep 0.1
   done
+done
+
+# The injected faults. A tbf's burst must hold a few full-size packets; its latency bounds the
+# queue (packets beyond it are dropped, and tcp slows down to the rate).
+shape() {  # shape NS DEV RATE [PARENT]
+  ip netns exec "$1" tc qdisc add dev "$2" ${4:+parent "$4"} ${4:-root} tbf rate "$3" \
+    burst 64kb latency 100ms
+}
+for spec in "${slow_links[@]}"; do
+  pair=${spec%%:*}; rate=${spec#*:}; a=${pair%-*}; b=${pair#*-}
+  { [ "$a" -lt "$nodes" ] && [ "$b" -lt "$nodes" ] && [ "$a" != "$b" ]; } ||
+    { echo "$0: --slow-link $spec: no such pair of nodes" >&2; exit 2; }
+  for end in "$a:$b" "$b:$a"; do
+    to=${end%:*}; from=${end#*:}
+    tcb() { ip netns exec "$bridge_ns" tc "$@" 2>/dev/null; }  # quiet: htb warns of quanta
+    tcb qdisc add dev "vb$to" root handle 1: htb default 10 r2q 1000 &&
+      tcb class add dev "vb$to" parent 1: classid 1:10 htb rate 40gbit &&
+      tcb class add dev "vb$to" parent 1: classid 1:20 htb rate "$rate" &&
+      tcb filter add dev "vb$to" parent 1: protocol ip prio 1 u32 \
+        match ip src "$net.$((from + 1))/32" flowid 1:20 ||
+      { echo "$0: cannot shape vb$to with tc (htb, u32)" >&2; exit 1; }
+  done
+  echo "netns_cluster: slowed the link between nodes $a and $b to $rate" >&2
+done
+for spec in "${slow_nodes[@]}"; do
+  k=${spec%%:*}; rate=${spec#*:}
+  [ "$k" -lt "$nodes" ] || { echo "$0: --slow-node $spec: no such node" >&2; exit 2; }
+  shape "$bridge_ns" "vb$k" "$rate" || exit 1
+  shape "${node_ns[$k]}" "veth$k" "$rate" || exit 1
+  echo "netns_cluster: slowed every link of node $k to $rate" >&2
 done
 
 world=$((nodes * per_node))

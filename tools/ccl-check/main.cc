@@ -14,13 +14,16 @@
 #include <fstream>
 #include <iostream>
 #include <limits>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "inventory.h"
 #include "measure.h"
 #include "options.h"
 #include "pair_rounds.h"
+#include "progress.h"
 #include "report.h"
 #include "suspects.h"
 
@@ -40,16 +43,13 @@ std::string host_label() {
   return name;
 }
 
-// Every rank's host label, on every rank (fixed 64-byte slots through an allgather).
-std::vector<std::string> gather_hosts(ccl::Communicator& comm, const std::string& mine) {
-  constexpr size_t kSlot = 64;
-  std::vector<char> slot(kSlot, '\0'), all(kSlot * static_cast<size_t>(comm.size()));
-  std::memcpy(slot.data(), mine.data(), std::min(mine.size(), kSlot - 1));
-  comm.all_gather(std::span<const char>(slot), std::span<char>(all));
-  std::vector<std::string> hosts;
-  for (int r = 0; r < comm.size(); ++r)
-    hosts.emplace_back(all.data() + static_cast<size_t>(r) * kSlot);
-  return hosts;
+// The machine this rank runs on: the kernel's boot id (one per running kernel, shared by every
+// namespace and container on it), else the host label.
+std::string machine_id() {
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  if (std::getline(in, id) && !id.empty()) return id;
+  return host_label();
 }
 
 nlohmann::json ccl_environment() {
@@ -63,9 +63,40 @@ nlohmann::json ccl_environment() {
   return env;
 }
 
-void progress(bool show, const std::string& what) {
-  if (!show) return;
-  std::fprintf(stderr, "ccl-check: %s\n", what.c_str());
+// The inventory, briefly (the JSON report has all of it): hosts and ranks, transports per pair.
+void print_inventory(const Inventory& inv) {
+  std::string line = "ccl-check: " + std::to_string(inv.topology_of_host.size()) + " host(s), " +
+                     std::to_string(inv.host_of_rank.size()) + " rank(s); pairs by transport:";
+  for (const auto& [name, count] : transport_counts(inv)) {
+    line += " " + name + " " + std::to_string(count);
+  }
+  std::fprintf(stderr, "%s\n", line.c_str());
+}
+
+double slowest_pair_gbps(const std::vector<PairResult>& pairs) {
+  double slowest = std::numeric_limits<double>::infinity();
+  for (const auto& p : pairs) slowest = std::min(slowest, p.bandwidth_gbps);
+  return pairs.empty() ? 0.0 : slowest;
+}
+
+// The ring beside the pairs: the same transfer, all ranks at once against each pair alone.
+void print_ring(const RingResult& ring, const std::vector<PairResult>& pairs, int nranks) {
+  const double slowest = slowest_pair_gbps(pairs);
+  std::fprintf(stderr,
+               "ccl-check: ring of all %d ranks: %.2f GB/s per rank (slowest: rank %d); the "
+               "slowest pair alone: %.2f GB/s (ring/pair %.2fx)\n",
+               nranks, ring.bandwidth_gbps, ring.slowest_rank, slowest,
+               slowest > 0 ? ring.bandwidth_gbps / slowest : 0.0);
+}
+
+nlohmann::json ring_json(const RingResult& ring, const std::vector<PairResult>& pairs) {
+  const double slowest = slowest_pair_gbps(pairs);
+  return {{"bytes", ring.bytes},
+          {"time_us", ring.time_us},
+          {"bandwidth_gbps", ring.bandwidth_gbps},
+          {"slowest_rank", ring.slowest_rank},
+          {"slowest_pair_gbps", slowest},
+          {"ring_over_slowest_pair", slowest > 0 ? ring.bandwidth_gbps / slowest : 0.0}};
 }
 
 bool write_file(const std::string& path, const std::string& text) {
@@ -82,7 +113,7 @@ bool write_file(const std::string& path, const std::string& text) {
 std::vector<size_t> confirm_slow_pairs(ccl::Communicator& comm,
                                        const std::vector<PairResult>& pairs,
                                        const std::vector<std::string>& hosts, const Options& o,
-                                       bool show) {
+                                       Progress& progress) {
   std::vector<size_t> confirmed;
   for (const bool inside : {true, false}) {
     std::vector<size_t> kind;  // indices into pairs
@@ -101,8 +132,9 @@ std::vector<size_t> confirm_slow_pairs(ccl::Communicator& comm,
       if (of_kind[i].latency_us < of_kind[fastest_pair].latency_us) fastest_pair = i;
       if (of_kind[i].bandwidth_gbps > of_kind[best_pair].bandwidth_gbps) best_pair = i;
     }
-    progress(show, std::string("pairs: the best pairs ") +
-                       (inside ? "inside hosts" : "between hosts") + " alone, for reference");
+    progress.add_to_plan(static_cast<int>(suspects.size()) + 1);
+    progress.step(std::string("pairs: the best pairs ") +
+                  (inside ? "inside hosts" : "between hosts") + " alone, for reference");
     const PairResult a = measure_round(comm, {of_kind[fastest_pair].ranks}, o).front();
     const PairResult b =
         best_pair == fastest_pair ? a : measure_round(comm, {of_kind[best_pair].ranks}, o).front();
@@ -110,8 +142,8 @@ std::vector<size_t> confirm_slow_pairs(ccl::Communicator& comm,
     const double best = std::max(a.bandwidth_gbps, b.bandwidth_gbps);
     for (const Suspect& s : suspects) {
       const RankPair ranks = of_kind[s.index].ranks;
-      progress(show, "pairs: retesting " + std::to_string(ranks.first) + "-" +
-                         std::to_string(ranks.second) + " alone (" + s.reason + ")");
+      progress.step("pairs: retesting " + std::to_string(ranks.first) + "-" +
+                    std::to_string(ranks.second) + " alone (" + s.reason + ")");
       const PairResult again = measure_round(comm, {ranks}, o).front();
       if (again.latency_us > o.rule.latency_factor * fastest ||
           again.bandwidth_gbps < o.rule.bandwidth_fraction * best) {
@@ -147,23 +179,32 @@ int main(int argc, char** argv) {
   try {
     ccl::Communicator comm = ccl::Communicator::from_env();
     const bool root = comm.rank() == 0;
-    const bool show = root && !o.quiet;
-    const std::vector<std::string> hosts = gather_hosts(comm, host_label());
+    Progress progress(root && !o.quiet, stderr);
+    const bool measure_pairs = o.pairs && comm.size() > 1;
+    const int sweep_steps =
+        o.sweep ? static_cast<int>(o.collectives.size() * sweep_sizes(o).size()) : 0;
+    progress.plan(1 + sweep_steps +
+                  (measure_pairs ? static_cast<int>(pair_rounds(comm.size()).size()) + 1 : 0));
+    progress.step("inventory: hosts, topology, transports");
+    const Inventory inventory = gather_inventory(comm, host_label());
+    const std::vector<std::string>& hosts = inventory.host_of_rank;
 
     std::vector<SweepPoint> sweep;
     if (o.sweep) {
-      progress(show, "sweep: " + std::to_string(o.collectives.size()) + " collectives, " +
-                         size_text(o.min_bytes) + " to " + size_text(o.max_bytes));
-      sweep = run_sweep(comm, o);
+      sweep =
+          run_sweep(comm, o, [&](const std::string& point) { progress.step("sweep: " + point); });
     }
     std::vector<PairResult> pairs;
     std::vector<size_t> confirmed;
-    // More ranks on a host than it has cores: ranks wait for a core, not for the network, so a
-    // round's pairs are measured one at a time and latencies are not judged (they measure the
-    // scheduler). Any host crowded makes the whole run so, since every rank must agree.
+    // More ranks on a machine than it has cores: ranks wait for a core, not for the network, so
+    // a round's pairs are measured one at a time and latencies are not judged (they measure the
+    // scheduler). Machines are told apart by their kernel's boot id, not by host label: the
+    // "hosts" of a namespace cluster (or containers) share one machine's cores. Any machine
+    // crowded makes the whole run so, since every rank must agree.
+    const std::vector<std::string> machines = gather_strings(comm, machine_id());
     std::vector<double> crowded = {
-        static_cast<double>(
-            std::count(hosts.begin(), hosts.end(), hosts[static_cast<size_t>(comm.rank())])) >
+        static_cast<double>(std::count(machines.begin(), machines.end(),
+                                       machines[static_cast<size_t>(comm.rank())])) >
                 std::max(1u, std::thread::hardware_concurrency())
             ? 1.0
             : 0.0};
@@ -171,37 +212,42 @@ int main(int argc, char** argv) {
     Options po = o;
     if (crowded[0] > 0) {
       po.rule.latency_factor = std::numeric_limits<double>::infinity();
-      if (root) {
-        std::fprintf(stderr,
-                     "ccl-check: a host runs more ranks than it has cores: pairs are "
-                     "measured one at a time and their latencies are not judged\n");
-      }
+      progress.note(
+          "a host runs more ranks than it has cores: pairs are measured one at a time and their "
+          "latencies are not judged");
     }
-    if (o.pairs && comm.size() > 1) {
+    std::optional<RingResult> ring;
+    if (measure_pairs) {
       auto rounds = pair_rounds(comm.size());
       if (crowded[0] > 0) {
         std::vector<std::vector<RankPair>> one_at_a_time;
         for (const auto& round : rounds) {
           for (const auto& p : round) one_at_a_time.push_back({p});
         }
+        progress.add_to_plan(static_cast<int>(one_at_a_time.size() - rounds.size()));
         rounds = std::move(one_at_a_time);
       }
       for (size_t r = 0; r < rounds.size(); ++r) {
-        progress(show,
-                 "pairs: round " + std::to_string(r + 1) + " of " + std::to_string(rounds.size()));
+        progress.step("pairs: round " + std::to_string(r + 1) + " of " +
+                      std::to_string(rounds.size()));
         for (auto& p : measure_round(comm, rounds[r], po)) pairs.push_back(p);
       }
-      confirmed = confirm_slow_pairs(comm, pairs, hosts, po, show);
+      confirmed = confirm_slow_pairs(comm, pairs, hosts, po, progress);
+      progress.step("ring: all " + std::to_string(comm.size()) + " ranks at once");
+      ring = measure_ring(comm, po);
     }
     const auto culprits = blame(pairs, confirmed, hosts);
 
     std::vector<Check> checks = sweep_checks(sweep, o.thresholds, baseline, o.baseline_tolerance);
-    if (o.pairs && comm.size() > 1) {
+    if (measure_pairs) {
       for (auto& c : pair_checks(culprits, pairs.size())) checks.push_back(std::move(c));
     }
     const bool passed = all_passed(checks);
     const double seconds = std::chrono::duration<double>(Clock::now() - started).count();
+    progress.finish();
     if (root) {
+      print_inventory(inventory);
+      if (ring) print_ring(*ring, pairs, comm.size());
       std::fputs(verdict_lines(hosts, checks).c_str(), stdout);
       std::fflush(stdout);
       nlohmann::json report = {{"tool", "ccl-check"},
@@ -209,6 +255,8 @@ int main(int argc, char** argv) {
                                {"ranks", comm.size()},
                                {"host_of_rank", hosts},
                                {"environment", ccl_environment()},
+                               {"inventory", to_json(inventory)},
+                               {"ring", ring ? ring_json(*ring, pairs) : nlohmann::json()},
                                {"options",
                                 {{"min_bytes", o.min_bytes},
                                  {"max_bytes", o.max_bytes},

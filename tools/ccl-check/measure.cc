@@ -5,6 +5,8 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "report.h"
+
 namespace ccl_check {
 
 namespace {
@@ -42,6 +44,22 @@ double slowest(ccl::Communicator& comm, double mine) {
   return v[0];
 }
 
+// The median time (seconds) of `times` calls of fn, each timed alone: one descheduled moment
+// does not make a link slow.
+template <class F>
+double median_seconds(int times, F&& fn) {
+  std::vector<double> seconds;
+  for (int i = 0; i < std::max(1, times); ++i) {
+    const auto t0 = Clock::now();
+    fn();
+    seconds.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  std::nth_element(seconds.begin(),
+                   seconds.begin() + static_cast<std::ptrdiff_t>(seconds.size() / 2),
+                   seconds.end());
+  return seconds[seconds.size() / 2];
+}
+
 }  // namespace
 
 double busbw_factor(const std::string& c, int n) {
@@ -50,12 +68,23 @@ double busbw_factor(const std::string& c, int n) {
   return static_cast<double>(n - 1) / n;
 }
 
-std::vector<SweepPoint> run_sweep(ccl::Communicator& comm, const Options& o) {
+std::vector<size_t> sweep_sizes(const Options& o) {
+  std::vector<size_t> sizes;
+  for (size_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= o.factor) {
+    sizes.push_back(bytes);
+    if (bytes > o.max_bytes / o.factor) break;  // no overflow past max
+  }
+  return sizes;
+}
+
+std::vector<SweepPoint> run_sweep(ccl::Communicator& comm, const Options& o,
+                                  const std::function<void(const std::string&)>& on_point) {
   const int n = comm.size();
   std::vector<float> send(o.max_bytes / sizeof(float) + 1), recv(send.size());
   std::vector<SweepPoint> points;
   for (const std::string& c : o.collectives) {
-    for (size_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= o.factor) {
+    for (const size_t bytes : sweep_sizes(o)) {
+      if (on_point) on_point(c + " " + size_text(bytes));
       // Sizes that split evenly over the ranks (as nccl-tests rounds them), at least one element.
       const size_t unit =
           sizeof(float) *
@@ -107,7 +136,6 @@ std::vector<SweepPoint> run_sweep(ccl::Communicator& comm, const Options& o) {
         p.correct = all_ok[0] == 1.0;
       }
       points.push_back(p);
-      if (bytes > o.max_bytes / o.factor) break;  // no overflow past max
     }
   }
   return points;
@@ -137,15 +165,7 @@ std::vector<PairResult> measure_round(ccl::Communicator& comm, const std::vector
       }
     };
     for (int w = 0; w < 3; ++w) pingpong();
-    std::vector<double> rtts;
-    for (int i = 0; i < std::max(5, o.pair_iters * 5); ++i) {
-      const auto t0 = Clock::now();
-      pingpong();
-      rtts.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
-    }
-    std::nth_element(rtts.begin(), rtts.begin() + static_cast<std::ptrdiff_t>(rtts.size() / 2),
-                     rtts.end());
-    const double one_way = rtts[rtts.size() / 2] / 2.0;
+    const double one_way = median_seconds(std::max(5, o.pair_iters * 5), pingpong) * 1e6 / 2.0;
     auto both_ways = [&] {
       ccl::Group group;
       comm.send(std::span<const float>(out), partner);
@@ -153,18 +173,8 @@ std::vector<PairResult> measure_round(ccl::Communicator& comm, const std::vector
       group.end();
     };
     both_ways();  // warm-up
-    // The median of single transfers: one descheduled moment does not make a link slow.
-    std::vector<double> seconds;
-    for (int i = 0; i < o.pair_iters; ++i) {
-      const auto t0 = Clock::now();
-      both_ways();
-      seconds.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
-    }
-    std::nth_element(seconds.begin(),
-                     seconds.begin() + static_cast<std::ptrdiff_t>(seconds.size() / 2),
-                     seconds.end());
-    const double gbps =
-        static_cast<double>(out.size() * sizeof(float)) / seconds[seconds.size() / 2] / 1e9;
+    const double gbps = static_cast<double>(out.size() * sizeof(float)) /
+                        median_seconds(o.pair_iters, both_ways) / 1e9;
     for (size_t i = 0; i < round.size(); ++i) {
       if (round[i].first == me) {
         latency[i] = one_way;
@@ -177,6 +187,33 @@ std::vector<PairResult> measure_round(ccl::Communicator& comm, const std::vector
   std::vector<PairResult> out;
   for (size_t i = 0; i < round.size(); ++i) out.push_back({round[i], latency[i], bandwidth[i]});
   return out;
+}
+
+RingResult measure_ring(ccl::Communicator& comm, const Options& o) {
+  const int n = comm.size();
+  const int me = comm.rank();
+  const int next = (me + 1) % n, prev = (me + n - 1) % n;
+  std::vector<float> out(o.pair_bytes / sizeof(float)), in(out.size());
+  auto hop = [&] {
+    ccl::Group group;
+    comm.send(std::span<const float>(out), next);
+    comm.recv(std::span<float>(in), prev);
+    group.end();
+  };
+  comm.barrier();
+  hop();  // warm-up
+  const double mine = median_seconds(o.pair_iters, hop);
+  // The slowest median, and whose it was (the lowest rank among equals).
+  std::vector<double> times(static_cast<size_t>(n), 0.0);
+  times[static_cast<size_t>(me)] = mine;
+  comm.all_reduce(std::span<double>(times), cclSum);
+  const auto slowest = std::max_element(times.begin(), times.end());
+  RingResult r;
+  r.bytes = out.size() * sizeof(float);
+  r.time_us = *slowest * 1e6;
+  r.bandwidth_gbps = gbps(static_cast<double>(r.bytes), *slowest);
+  r.slowest_rank = static_cast<int>(slowest - times.begin());
+  return r;
 }
 
 }  // namespace ccl_check

@@ -9,7 +9,7 @@
 #include <exception>
 #include <string>
 
-#include "render.h"
+#include "topology/render.h"
 #include "topology/topology_xml.h"
 
 namespace {
@@ -71,8 +71,8 @@ int main(int argc, char** argv) {
     if (has_file) loaded = ccl::topo::load_topology_file(file);
     const ccl::topo::Topology& topo = has_file ? loaded : ccl::topo::system_topology();
     const std::string text = xml   ? ccl::topo::to_xml(topo)
-                             : dot ? ccl::topo_tool::render_dot(topo)
-                                   : ccl::topo_tool::render_text(topo);
+                             : dot ? ccl::topo::render_dot(topo)
+                                   : ccl::topo::render_text(topo);
     fputs(text.c_str(), stdout);
   } catch (const std::exception& e) {
     fprintf(stderr, "ccl-topo: %s\n", e.what());

@@ -18,8 +18,33 @@ algo::ExecOp copy_op(cclDataType_t type) {
   return exec;
 }
 
+namespace {
+
+// The trace's record of an operation; its bytes are the size nccl-tests reports for the call:
+// the count's bytes, times nranks for allgather (the output), reducescatter (the input) and
+// alltoall; alltoallv and send/recv groups have none here (a group's comes from trace_group).
+trace::OpEvent trace_event(const OpInfo& info, const char* name, uint64_t seq, int nranks) {
+  trace::OpEvent e;
+  e.seq = seq;
+  e.name = name;
+  e.count = info.count;
+  e.datatype = info.datatype;
+  e.op = info.op;
+  e.root = info.root;
+  e.peer = info.peer;
+  const uint64_t elem =
+      info.datatype >= 0 ? reduce::datatype_size(static_cast<cclDataType_t>(info.datatype)) : 0;
+  const bool per_rank = info.kind == OpKind::AllGather || info.kind == OpKind::ReduceScatter ||
+                        info.kind == OpKind::AlltoAll;
+  e.bytes = info.count * elem * (per_rank ? static_cast<uint64_t>(nranks) : 1);
+  return e;
+}
+
+}  // namespace
+
 OpRunner::OpRunner(const CommOptions& options, bool check_mode, size_t trace_ops,
-                   CommStatus& status, const AsyncState& async, Peers& peers, Planner& planner)
+                   const trace::TraceSettings& trace, CommStatus& status, const AsyncState& async,
+                   Peers& peers, Planner& planner)
     : options_(options),
       status_(status),
       async_(async),
@@ -27,7 +52,10 @@ OpRunner::OpRunner(const CommOptions& options, bool check_mode, size_t trace_ops
       planner_(planner),
       check_mode_(check_mode),
       recorder_(
-          std::make_unique<FlightRecorder>(trace_ops, options.name, options.rank, options.nranks)) {
+          std::make_unique<FlightRecorder>(trace_ops, options.name, options.rank, options.nranks)),
+      trace_(trace.file.empty() ? nullptr
+                                : std::make_unique<trace::TraceRecorder>(
+                                      trace, options.name, options.rank, options.nranks)) {
   pending_observer_.runner = this;
 }
 
@@ -44,27 +72,42 @@ OpRunner::OpScope OpRunner::begin_op(const OpInfo& info) {
   record_ = recorder_->begin(OpRecord{sequence_, name, info.count, info.datatype, info.op,
                                       info.root, info.peer, nullptr, nullptr, 0});
   record_ended_ = false;
+  if (trace_) trace_->op_begin(trace_event(info, name, sequence_, options_.nranks), op_start_);
   if (check_mode_ && info.kind != OpKind::SendRecv) check_agreement(info);
   return OpScope(this);
 }
 
 OpRunner::OpScope::~OpScope() {
   if (runner_->record_ended_) return;
-  runner_->record_ended_ = true;
   const bool failed = std::uncaught_exceptions() > unwinding_;
-  runner_->recorder_->end(runner_->record_,
-                          failed ? FlightRecorder::State::Failed : FlightRecorder::State::Completed,
-                          failed ? cclInternalError : cclSuccess);
+  runner_->finish_record(failed ? FlightRecorder::State::Failed : FlightRecorder::State::Completed,
+                         failed ? cclInternalError : cclSuccess);
+}
+
+void OpRunner::finish_record(FlightRecorder::State state, int result_code) {
+  record_ended_ = true;
+  recorder_->end(record_, state, result_code);
+  if (trace_) trace_->op_end(result_code);
 }
 
 void OpRunner::end_record(const Error& error) {
   if (record_ended_) return;
-  record_ended_ = true;
   FlightRecorder::State state = error.code() == cclTimeout ? FlightRecorder::State::TimedOut
                                 : status_.aborted()        ? FlightRecorder::State::Aborted
                                                            : FlightRecorder::State::Failed;
-  recorder_->end(record_, state, error.code());
+  finish_record(state, error.code());
   recorder_->dump(error.what());
+}
+
+void OpRunner::trace_group(std::span<const algo::PointToPoint> operations) {
+  uint64_t bytes = 0;
+  bool sends = false, recvs = false;
+  for (const algo::PointToPoint& p : operations) {
+    bytes += p.bytes;
+    (p.send ? sends : recvs) = true;
+  }
+  if (!sends && !recvs) return;
+  trace_->set_group(sends && recvs ? "send/recv" : sends ? "send" : "recv", bytes);
 }
 
 void OpRunner::check_agreement(const OpInfo& info) {
@@ -92,6 +135,7 @@ void OpRunner::run_choice(const tune::Choice& choice, const char* what, const vo
                           int root, const CallMemory* memory) {
   const CallMemory resolved =
       memory != nullptr ? *memory : peers_.resolve_memory(what, input, output);
+  note_algorithm(tune::algorithm_name(choice.algorithm), tune::protocol_name(choice.protocol));
   if (choice.entry->run == nullptr) {
     return execute(planner_.cached(choice, count, root, exec.elem_size), input, output, exec, what,
                    &resolved);

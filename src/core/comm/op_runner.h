@@ -1,6 +1,7 @@
 // The operation runner of a communicator: one operation at a time (op_mutex_), each numbered,
 // under its deadline (the communicator's timeout from its start) and recorded in the flight
-// recorder (CCL_TRACE_BUFFER_SIZE); under CCL_CHECK_MODE the ranks first compare what they call.
+// recorder (CCL_TRACE_BUFFER_SIZE) and, with CCL_TRACE_FILE, in the trace (trace/trace_recorder.h)
+// with its executor rounds; under CCL_CHECK_MODE the ranks first compare what they call.
 // It runs the planner's choice (its registry entry's direct run, or its schedule through the
 // executor, with the scratch it asks for) and handles failures (DESIGN.md principle 5, issue 6):
 // an error is named after the operation, a timeout is traced along the ranks' wait-for edges to
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "algorithms/executor.h"
+#include "algorithms/point_to_point.h"
 #include "algorithms/schedule.h"
 #include "base/deadline.h"
 #include "base/error.h"
@@ -31,6 +33,7 @@
 #include "core/flight_recorder.h"
 #include "core/op_check.h"
 #include "core/reduction_ops.h"
+#include "core/trace/trace_recorder.h"
 #include "core/tuning/tuner.h"
 
 namespace ccl {
@@ -40,9 +43,11 @@ algo::ExecOp copy_op(cclDataType_t type);
 
 class OpRunner {
  public:
-  // `check_mode`: CCL_CHECK_MODE; `trace_ops`: CCL_TRACE_BUFFER_SIZE (checked by the caller).
-  OpRunner(const CommOptions& options, bool check_mode, size_t trace_ops, CommStatus& status,
-           const AsyncState& async, Peers& peers, Planner& planner);
+  // `check_mode`: CCL_CHECK_MODE; `trace_ops`: CCL_TRACE_BUFFER_SIZE (checked by the caller);
+  // `trace`: CCL_TRACE_FILE (empty: no trace) and CCL_TRACE_MAX_EVENTS.
+  OpRunner(const CommOptions& options, bool check_mode, size_t trace_ops,
+           const trace::TraceSettings& trace, CommStatus& status, const AsyncState& async,
+           Peers& peers, Planner& planner);
   OpRunner(const OpRunner&) = delete;
   OpRunner& operator=(const OpRunner&) = delete;
 
@@ -73,6 +78,26 @@ class OpRunner {
   // Starts the deadline of work that runs as one operation without a record (the tuner's probes).
   void start_unrecorded() { op_start_ = Clock::now(); }
 
+  // The trace (each a null test when there is none). The peers have connected: the trace's file
+  // is named now (trace/trace_path.h).
+  void connected() {
+    if (trace_) trace_->connected(peers_.comm_tag());
+  }
+  // Writes the trace's file (finalize; the destructor does otherwise).
+  void write_trace() {
+    if (trace_) trace_->write();
+  }
+  // The current operation runs `algorithm` (and `protocol`, may be null): static strings. A
+  // choice run by run_choice() is noted there.
+  void note_algorithm(const char* algorithm, const char* protocol) {
+    if (trace_) trace_->set_algorithm(algorithm, protocol);
+  }
+  // The current operation is this send/recv group: named "send", "recv" or "send/recv", with
+  // the sum of its bytes.
+  void note_group(std::span<const algo::PointToPoint> operations) {
+    if (trace_) trace_group(operations);
+  }
+
   // Runs `body(deadline, label)` as operation `what`, recording its failure.
   template <typename Body>
   void run_op(const char* what, Body&& body);
@@ -102,6 +127,9 @@ class OpRunner {
   void check_agreement(const OpInfo& info);
   // Records the current operation's failure by `error` and dumps the flight recorder.
   void end_record(const Error& error);
+  // Closes the current operation's record, in the flight recorder and the trace.
+  void finish_record(FlightRecorder::State state, int result_code);
+  void trace_group(std::span<const algo::PointToPoint> operations);
   // The Timeout to report for `error` (a timeout of the operation `label`, own or a peer's):
   // names the rank that holds everyone up, found along the ranks' wait-for edges.
   Error resolve_timeout(const Error& error, const std::string& label);
@@ -121,6 +149,7 @@ class OpRunner {
   std::unique_ptr<FlightRecorder> recorder_;
   uint64_t record_ = 0;
   bool record_ended_ = true;
+  std::unique_ptr<trace::TraceRecorder> trace_;  // CCL_TRACE_FILE; nullptr: off
   // Whom the current operation waits for, when the executor goes to sleep: for the recorder and
   // for resolve_timeout().
   struct PendingObserver final : algo::WaitObserver {
@@ -135,7 +164,7 @@ class OpRunner {
 
 template <typename Body>
 void OpRunner::run_op(const char* what, Body&& body) {
-  algo::OpLabel name{what, sequence_, &pending_observer_};
+  algo::OpLabel name{what, sequence_, &pending_observer_, trace_ ? trace_->rounds() : nullptr};
   pending_now_.clear();
   try {
     body(Deadline(op_start_ + options_.timeout), name);

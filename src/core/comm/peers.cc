@@ -72,6 +72,13 @@ RegistrationCache& Peers::registrations() {
   return *registrations_;
 }
 
+const char* Peers::transport_name(int peer) const {
+  if (links_.transport.empty()) throw_error(cclInvalidUsage, "the communicator is not initialized");
+  if (peer == options_.rank) return "self";
+  const transport::Transport* t = links_.transport[static_cast<size_t>(peer)];
+  return t != nullptr ? t->name() : "none";
+}
+
 CallMemory Peers::resolve_memory(const char* what, const void* input, const void* output) {
   return resolve_call_memory(registrations(), transport_list_, what, input, output);
 }
@@ -89,6 +96,7 @@ void Peers::connect_peers(Store& store) {
   // Rank 0 names the communicator: the name keys shared-memory segments and store entries.
   if (rank == 0) store.set("comm_tag", to_bytes(random_tag()));
   ctx.comm_tag = to_string(store.get("comm_tag", deadline));
+  comm_tag_ = ctx.comm_tag;
 
   transport::PeerInfo self{rank, host_id(), static_cast<int>(getpid())};
   store.set("peer/" + std::to_string(rank), to_bytes(encode_peer(self, local_place(self.host_id))));

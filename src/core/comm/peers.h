@@ -8,6 +8,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -33,6 +34,9 @@ class Peers {
   void connect(Store& store);
 
   const CommLayout& layout() const { return layout_; }
+  // 12 hex digits rank 0 draws at connect() and every member shares ("" before): they name the
+  // shared-memory segments and the trace files of later communicators (trace/trace_path.h).
+  const std::string& comm_tag() const { return comm_tag_; }
   bool local_shm() const { return local_shm_; }
   algo::Executor& executor() { return *executor_; }
   algo::DirectCollectives* direct() const {
@@ -43,6 +47,10 @@ class Peers {
   RegistrationCache& registrations();
   // The call's buffers (call_memory.h), resolved once per call, before anything is sent.
   CallMemory resolve_memory(const char* what, const void* input, const void* output);
+
+  // The name of the transport that reaches `peer` ("self" for this rank, "none" where no
+  // connection was made). InvalidUsage before connect().
+  const char* transport_name(int peer) const;
 
   // Wakes every wait of the transports (abort).
   void interrupt();
@@ -63,6 +71,7 @@ class Peers {
   int local_ranks_ = 1;     // ranks on this host, this one included
   bool local_shm_ = false;  // the ranks of a host talk over shared memory (or loopback)
   CommLayout layout_;
+  std::string comm_tag_;
   algo::WaitPolicy wait_policy_;
   std::vector<std::unique_ptr<transport::Transport>> transports_;
   algo::PeerLinks links_;

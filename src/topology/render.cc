@@ -1,4 +1,4 @@
-#include "render.h"
+#include "topology/render.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -7,13 +7,7 @@
 #include "topology/orders.h"
 #include "topology/paths.h"
 
-namespace ccl::topo_tool {
-
-using topo::Link;
-using topo::LinkType;
-using topo::Node;
-using topo::NodeType;
-using topo::Topology;
+namespace ccl::topo {
 
 namespace {
 
@@ -228,4 +222,4 @@ std::string render_dot(const Topology& topo) {
   return out;
 }
 
-}  // namespace ccl::topo_tool
+}  // namespace ccl::topo
