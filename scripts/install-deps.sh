@@ -11,6 +11,8 @@ packages=(
   iproute2 procps python3
   # ccl-check's JSON reports
   nlohmann-json3-dev
+  # ccl-plot's plots (and its test): Debian's matplotlib, which lives under /usr/bin/python3
+  python3-matplotlib
   clang-format clang-tidy clang libclang-rt-14-dev
   # The torch.distributed backend (bindings/torch) and its tests: Debian's torch 1.13, which
   # lives under /usr/bin/python3.
