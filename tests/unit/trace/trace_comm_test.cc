@@ -281,6 +281,14 @@ void check_trace(const json& t, int rank, int nranks, bool rounds_for_collective
   }
 }
 
+// Every rank's file in `dir` (exactly one each) passes check_trace.
+void check_traces(const std::string& dir, int nranks, bool rounds_for_collectives) {
+  const std::vector<json> traces = read_traces(dir, nranks);
+  for (int r = 0; r < nranks; ++r) {
+    check_trace(traces[static_cast<size_t>(r)], r, nranks, rounds_for_collectives);
+  }
+}
+
 struct Case {
   int nranks;
   const char* algo;  // CCL_ALGO; nullptr: the tuner's choice (small messages: the direct path)
@@ -297,10 +305,7 @@ TEST_P(TraceComm, EveryRankWritesOneFileOfItsCalls) {
     ScopedEnv algo("CCL_ALGO", c.algo);
     with_ranks(c.nranks, [&](int rank, cclComm_t comm) { run_calls(rank, c.nranks, comm); });
   }
-  const std::vector<json> traces = read_traces(dir.path(), c.nranks);
-  for (int r = 0; r < c.nranks; ++r) {
-    check_trace(traces[static_cast<size_t>(r)], r, c.nranks, c.algo != nullptr);
-  }
+  check_traces(dir.path(), c.nranks, c.algo != nullptr);
   // The file names carry the rank (trace.<rank>.json, or trace.<rank>.<tag>.json when another
   // communicator of this process came first).
   for (const fs::path& f : files_in(dir.path())) {
@@ -384,8 +389,7 @@ TEST(TraceCommLifecycle, FinalizeWritesTheFile) {
         EXPECT_EQ(cclCommDestroy(comm), cclSuccess);
         return result;
       });
-  const std::vector<json> traces = read_traces(dir.path(), 2);
-  for (int r = 0; r < 2; ++r) check_trace(traces[static_cast<size_t>(r)], r, 2, false);
+  check_traces(dir.path(), 2, false);
 }
 
 TEST(TraceCommLifecycle, AbortWritesTheFile) {
@@ -396,8 +400,7 @@ TEST(TraceCommLifecycle, AbortWritesTheFile) {
     with_ranks(
         2, [&](int rank, cclComm_t comm) { run_calls(rank, 2, comm); }, cclCommAbort);
   }
-  const std::vector<json> traces = read_traces(dir.path(), 2);
-  for (int r = 0; r < 2; ++r) check_trace(traces[static_cast<size_t>(r)], r, 2, false);
+  check_traces(dir.path(), 2, false);
 }
 
 // The step a rank hangs in is what a trace is for: a receive that times out shows as a failed
@@ -506,8 +509,7 @@ TEST(TraceCommLifecycle, ExitWritesTheTracesOfLiveCommunicators) {
   ASSERT_EQ(waitpid(child, &status, 0), child);
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0);
-  const std::vector<json> traces = read_traces(dir.path(), 2);
-  for (int r = 0; r < 2; ++r) check_trace(traces[static_cast<size_t>(r)], r, 2, false);
+  check_traces(dir.path(), 2, false);
 }
 
 // The child of the test above (disabled, and skipped unless it is that child): exits with its
