@@ -135,7 +135,10 @@ void OpRunner::run_choice(const tune::Choice& choice, const char* what, const vo
                           int root, const CallMemory* memory) {
   const CallMemory resolved =
       memory != nullptr ? *memory : peers_.resolve_memory(what, input, output);
-  note_algorithm(tune::algorithm_name(choice.algorithm), tune::protocol_name(choice.protocol));
+  if (trace_) {  // the names are looked up only for a trace
+    trace_->set_algorithm(tune::algorithm_name(choice.algorithm),
+                          tune::protocol_name(choice.protocol));
+  }
   if (choice.entry->run == nullptr) {
     return execute(planner_.cached(choice, count, root, exec.elem_size), input, output, exec, what,
                    &resolved);
