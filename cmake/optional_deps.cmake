@@ -1,5 +1,7 @@
 # Optional dependencies: found ones are reported in the configure summary. Issue by issue they
 # gain users (hwloc: topology discovery, required by it when found; ibverbs/ucx: transports; CUDA: device memory).
+option(CCL_ENABLE_IBVERBS "Build the InfiniBand verbs transport where verbs.h is found" OFF)
+option(CCL_ENABLE_UCX "Build the UCX transport where libucx is found" OFF)
 set(CCL_HAVE_HWLOC OFF)
 set(CCL_HAVE_IBVERBS OFF)
 set(CCL_HAVE_UCX OFF)
@@ -11,13 +13,19 @@ if(PkgConfig_FOUND)
   # libxml2 reads and writes the topology file (src/topology/topology_xml.cc); hwloc already
   # depends on it, so it costs nothing where hwloc is installed.
   pkg_check_modules(LIBXML2 REQUIRED IMPORTED_TARGET libxml-2.0)
-  pkg_check_modules(IBVERBS IMPORTED_TARGET libibverbs)
-  if(IBVERBS_FOUND)
-    set(CCL_HAVE_IBVERBS ON)
+  # The network transports (src/transport/ib, src/transport/ucx): built when their headers are
+  # found, unless turned off (-DCCL_ENABLE_IBVERBS=OFF, -DCCL_ENABLE_UCX=OFF).
+  if(CCL_ENABLE_IBVERBS)
+    pkg_check_modules(IBVERBS IMPORTED_TARGET libibverbs)
+    if(IBVERBS_FOUND)
+      set(CCL_HAVE_IBVERBS ON)
+    endif()
   endif()
-  pkg_check_modules(UCX IMPORTED_TARGET ucx)
-  if(UCX_FOUND)
-    set(CCL_HAVE_UCX ON)
+  if(CCL_ENABLE_UCX)
+    pkg_check_modules(UCX IMPORTED_TARGET ucx)
+    if(UCX_FOUND)
+      set(CCL_HAVE_UCX ON)
+    endif()
   endif()
 endif()
 

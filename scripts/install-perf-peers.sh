@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Installs, with apt-get, whatever perf/compare's peers need that is missing: MPICH (mpicc.mpich,
-# mpiexec.mpich, next to Open MPI from install-deps.sh) and PyTorch for Gloo (Debian's
-# python3-torch, which runs under /usr/bin/python3). Idempotent: does nothing (and needs no
+# mpiexec.mpich, next to Open MPI from install-deps.sh), PyTorch for Gloo (Debian's
+# python3-torch, which runs under /usr/bin/python3) and iperf3 (the link limits perf/net/ measures
+# beside ccl's network transports). Idempotent: does nothing (and needs no
 # network) when everything is there. Debian 12.
 set -euo pipefail
 
 packages=(
   mpich libmpich-dev
   python3-torch
+  iperf3
 )
 
 # MPICH's packages register the generic mpicc/mpirun alternatives too; perf/compare names

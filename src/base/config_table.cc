@@ -55,7 +55,33 @@ const std::vector<ConfigVar>& config_vars() {
       {"CCL_SOCKET_FAMILY", ConfigType::String, "",
        "AF_INET or AF_INET6 to force the address family of tcp"},
       {"CCL_NET", ConfigType::String, "",
-       "network transport between hosts: tcp (the only one so far)"},
+       "network transports between hosts: a list in order of preference (ucx,tcp) or ^ to "
+       "exclude (^ib); a pair of ranks on different hosts takes the first of the lower rank's "
+       "list that the other offers; a listed transport that cannot run fails init saying why "
+       "(default: ib where a device is up, ucx where UCX has a network beyond tcp, then tcp)"},
+      {"CCL_NSOCKS_PERTHREAD", ConfigType::Int, "1",
+       "tcp: sockets per helper thread for each peer (NCCL's variable); messages of at least "
+       "2 x 64 KiB are split into chunks of at least 64 KiB spread over the sockets"},
+      {"CCL_SOCKET_NTHREADS", ConfigType::Int, "1",
+       "tcp: threads that move each peer's chunks (NCCL's variable); sockets per peer = "
+       "CCL_SOCKET_NTHREADS x CCL_NSOCKS_PERTHREAD, at most 64"},
+      {"CCL_IB_HCA", ConfigType::String, "",
+       "InfiniBand/RoCE devices to use, NCCL's syntax: prefixes (mlx5), =exact names, ^ to "
+       "exclude, device:port (mlx5_0:1,mlx5_1:1) (default: every device with an active port)"},
+      {"CCL_IB_GID_INDEX", ConfigType::Int, "-1",
+       "RoCE: the GID index to use (default -1: the first RoCE v2 GID that is not link-local and "
+       "matches CCL_IB_ADDR_FAMILY)"},
+      {"CCL_IB_ADDR_FAMILY", ConfigType::String, "AF_INET",
+       "RoCE: the address family of the GID chosen when CCL_IB_GID_INDEX is not set: AF_INET "
+       "(IPv4-mapped) or AF_INET6"},
+      {"CCL_IB_TIMEOUT", ConfigType::Int, "20",
+       "InfiniBand: the QP's local ACK timeout exponent (4.096 us x 2^value)"},
+      {"CCL_IB_RETRY_CNT", ConfigType::Int, "7", "InfiniBand: the QP's transport retry count"},
+      {"CCL_IB_QPS_PER_CONNECTION", ConfigType::Int, "1",
+       "InfiniBand: RC queue pairs per peer connection; a message's chunks are spread over them"},
+      {"CCL_IB_LIBRARY", ConfigType::String, "libibverbs.so.1",
+       "the verbs library ccl loads at run time (dlopen); where it cannot be loaded the ib "
+       "transport is unavailable and ccl says why"},
       // Topology
       {"CCL_TOPO_FILE", ConfigType::String, "",
        "read the topology from this file (ccl's XML, or hwloc's from lstopo --of xml) instead of "

@@ -77,3 +77,22 @@ foreach(want "\nlinks:" "\npaths:\n" "\nring order: " "\ntree order: ")
     fail("live machine: no '${want}' in '${out}'")
   endif()
 endforeach()
+
+# --net: every network transport this build has, tcp usable (an interface or loopback is up), the
+# offer; a CCL_NET that cannot be met is reported as the failure init would give, status 0.
+run_topo(--net)
+if(NOT status EQUAL 0 OR NOT out MATCHES "^Network transports \\(between hosts; CCL_NET=unset\\):\n"
+   OR NOT out MATCHES "\n  tcp  usable " OR NOT out MATCHES "\nOffered to peers on other hosts, in order: [a-z,]*tcp\n")
+  fail("--net: status ${status}, printed '${out}' '${err}'")
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} -E env CCL_NET=tcp,bogus ${CCL_TOPO} --net
+                RESULT_VARIABLE status OUTPUT_VARIABLE out TIMEOUT 30)
+if(NOT status EQUAL 0 OR NOT out MATCHES "Init would fail: CCL_NET='tcp,bogus': 'bogus' is not a network transport")
+  fail("--net with a bad CCL_NET: status ${status}, printed '${out}'")
+endif()
+foreach(bad "--net;--xml" "--pairs;--file=x")
+  run_topo(${bad})
+  if(NOT status EQUAL 2 OR NOT err MATCHES "--net and --pairs go without")
+    fail("'${bad}': status ${status}, stderr '${err}'")
+  endif()
+endforeach()

@@ -9,13 +9,14 @@
 #include <exception>
 #include <string>
 
+#include "net_view.h"
 #include "topology/render.h"
 #include "topology/topology_xml.h"
 
 namespace {
 
 const char* usage_text() {
-  return "usage: ccl-topo [--file FILE] [--xml | --dot] [--help]\n"
+  return "usage: ccl-topo [--file FILE] [--xml | --dot] [--net] [--pairs] [--help]\n"
          "\n"
          "Prints this machine's topology as ccl sees it: the tree, the NVLink and SMP links, the\n"
          "path classes between GPUs (else NUMA nodes) and NICs, and the ring and tree orders.\n"
@@ -24,6 +25,10 @@ const char* usage_text() {
          "               topology the library uses (CCL_TOPO_FILE, else discovery)\n"
          "  --xml        print the topology in ccl's XML format (for CCL_TOPO_FILE)\n"
          "  --dot        print a graphviz digraph (ccl-topo --dot | dot -Tsvg > topo.svg)\n"
+         "  --net        print the network transports this host offers its peers on other\n"
+         "               hosts (ib, ucx, tcp: each one's state, CCL_NET applied)\n"
+         "  --pairs      under a launcher (cclrun, mpirun, srun, torchrun): make a communicator\n"
+         "               of its ranks and print, on rank 0, the transport of every pair\n"
          "  -h, --help   print this text\n"
          "\n"
          "Exit status: 0; 1 if the topology cannot be read; 2 on bad usage.\n";
@@ -41,6 +46,8 @@ int main(int argc, char** argv) {
   bool has_file = false;
   bool xml = false;
   bool dot = false;
+  bool net = false;
+  bool pairs = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "-h" || arg == "--help") {
@@ -50,6 +57,10 @@ int main(int argc, char** argv) {
       xml = true;
     } else if (arg == "--dot") {
       dot = true;
+    } else if (arg == "--net") {
+      net = true;
+    } else if (arg == "--pairs") {
+      pairs = true;
     } else if (arg == "--file" || arg.rfind("--file=", 0) == 0) {
       if (has_file) return usage_error("--file given twice");
       if (arg == "--file") {
@@ -65,6 +76,14 @@ int main(int argc, char** argv) {
     }
   }
   if (xml && dot) return usage_error("--xml and --dot exclude each other");
+  if ((net || pairs) && (xml || dot || has_file)) {
+    return usage_error("--net and --pairs go without --file, --xml and --dot");
+  }
+  if (pairs) return ccl::topo_tool::print_pair_transports();
+  if (net) {
+    fputs(ccl::topo_tool::render_network_transports().c_str(), stdout);
+    return fflush(stdout) == 0 ? 0 : 1;
+  }
 
   try {
     ccl::topo::Topology loaded;

@@ -6,6 +6,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "base/int_ranges.h"
+
 #ifdef CCL_HAVE_HWLOC
 #include <hwloc.h>
 #endif
@@ -59,19 +61,7 @@ const char* bind_policy_name(BindPolicy policy) {
   return "none";
 }
 
-std::string format_cpu_list(const CpuList& cpus) {
-  std::string out;
-  size_t i = 0;
-  while (i < cpus.size()) {
-    size_t j = i;
-    while (j + 1 < cpus.size() && cpus[j + 1] == cpus[j] + 1) ++j;
-    if (!out.empty()) out += ',';
-    out += std::to_string(cpus[i]);
-    if (j > i) out += '-' + std::to_string(cpus[j]);
-    i = j + 1;
-  }
-  return out;
-}
+std::string format_cpu_list(const CpuList& cpus) { return ccl::format_int_ranges(cpus); }
 
 std::vector<BindUnit> assign_units(const std::vector<BindUnit>& units, const CpuList& allowed,
                                    int nranks) {

@@ -9,11 +9,13 @@
 
 #include "base/config.h"
 #include "base/error.h"
+#include "base/int_ranges.h"
 #include "base/log.h"
+#include "core/comm/transport_choice.h"
 #include "topology/host_id.h"
 #include "transport/loopback/loopback_transport.h"
+#include "transport/network_transports.h"
 #include "transport/shm/shm_transport.h"
-#include "transport/tcp/tcp_transport.h"
 
 namespace ccl {
 
@@ -45,6 +47,20 @@ transport::PeerInfo decode_peer(int rank, const std::string& text, topo::RankPla
   place->host = p.host_id;
   place->locality = decode_locality(text.substr(nl2 + 1));
   return p;
+}
+
+// What this rank offers its network peers (transport_choice.h), each probe's answer logged.
+std::vector<std::string> net_offer_here(int rank) {
+  const NetPolicy policy = parse_net_policy(config_string("CCL_NET"));
+  const std::vector<NetCandidate> candidates = probe_network_transports(policy);
+  for (const NetCandidate& c : candidates) {
+    const transport::NetAvailability& a = c.availability;
+    CCL_INFO(kNet, "rank %d: %s %s: %s", rank, c.name.c_str(),
+             a.available ? (a.by_default || policy.is_list() ? "usable" : "usable when asked for")
+                         : "not available",
+             a.detail.c_str());
+  }
+  return net_offer(policy, candidates);
 }
 
 }  // namespace
@@ -121,18 +137,19 @@ void Peers::connect_peers(Store& store) {
       links_.connection[peers[i]] = conns[i];
       links_.transport[peers[i]] = t.get();
     }
-    CCL_INFO(kInit, "rank %d: %zu peer(s) over %s", rank, peers.size(), t->name());
+    CCL_INFO(kInit, "rank %d: %zu peer(s) over %s: %s", rank, peers.size(), t->name(),
+             format_int_ranges(peers).c_str());
     transports_.push_back(std::move(t));
   };
 
-  std::vector<int> shm_peers, tcp_peers, all_peers;
+  std::vector<int> shm_peers, net_peers, all_peers;
   bool shm_disabled = config_bool("CCL_SHM_DISABLE");
   for (int r = 0; r < nranks; ++r) {
     if (r == rank) continue;
     all_peers.push_back(r);
     bool same_host = ctx.peers[r].host_id == self.host_id;
     local_ranks_ += same_host;
-    (same_host && !shm_disabled ? shm_peers : tcp_peers).push_back(r);
+    (same_host && !shm_disabled ? shm_peers : net_peers).push_back(r);
   }
   local_shm_ = options_.loopback != nullptr || !shm_disabled;
   if (options_.loopback) {
@@ -140,10 +157,57 @@ void Peers::connect_peers(Store& store) {
       attach(transport::make_loopback_transport(options_.loopback, rank), all_peers);
   } else {
     if (!shm_peers.empty()) attach(transport::make_shm_transport(ctx), shm_peers);
-    if (!tcp_peers.empty()) attach(transport::make_tcp_transport(ctx), tcp_peers);
+    // Every rank attaches its network transports in the one order of network_transports(), so
+    // the collective connect() calls cannot wait on each other in a cycle.
+    std::vector<std::vector<int>> by_net = choose_networks(store, ctx, net_peers, deadline);
+    std::span<const transport::NetworkTransport> nets = transport::network_transports();
+    for (size_t i = 0; i < nets.size(); ++i) {
+      if (!by_net[i].empty()) attach(nets[i].make(ctx), by_net[i]);
+    }
   }
   store_barrier(store, "connected", nranks, deadline);
   for (auto& t : transports_) t->setup_done();
+}
+
+std::vector<std::vector<int>> Peers::choose_networks(Store& store,
+                                                     const transport::SetupContext& ctx,
+                                                     const std::vector<int>& net_peers,
+                                                     Deadline deadline) {
+  std::span<const transport::NetworkTransport> nets = transport::network_transports();
+  std::vector<std::vector<int>> by_net(nets.size());
+  if (net_peers.empty()) return by_net;
+  // Only ranks with a peer across the network probe and publish: the others pay nothing. A rank
+  // that cannot offer anything publishes why, so its peers fail at once instead of timing out.
+  const std::string key = "net/" + std::to_string(ctx.rank);
+  std::vector<std::string> offer;
+  try {
+    offer = net_offer_here(ctx.rank);
+  } catch (const Error& e) {
+    store.set(key, to_bytes(std::string("!") + e.what()));
+    throw;
+  }
+  store.set(key, to_bytes(encode_offer(offer)));
+  for (int peer : net_peers) {
+    const std::string text = to_string(store.get("net/" + std::to_string(peer), deadline));
+    if (!text.empty() && text[0] == '!') {
+      throw_error(cclInvalidUsage, "rank %d cannot take part: %s", peer, text.c_str() + 1);
+    }
+    std::vector<std::string> theirs = decode_offer(text);
+    std::string choice =
+        ctx.rank < peer ? pair_transport(offer, theirs) : pair_transport(theirs, offer);
+    if (choice.empty()) {
+      throw_error(cclInvalidUsage,
+                  "ranks %d (host %s) and %d (host %s) share no network transport: rank %d "
+                  "offers %s, rank %d offers %s (CCL_NET)",
+                  ctx.rank, ctx.peers[ctx.rank].host_id.c_str(), peer,
+                  ctx.peers[peer].host_id.c_str(), ctx.rank, encode_offer(offer).c_str(), peer,
+                  encode_offer(theirs).c_str());
+    }
+    for (size_t i = 0; i < nets.size(); ++i) {
+      if (choice == nets[i].name) by_net[i].push_back(peer);
+    }
+  }
+  return by_net;
 }
 
 void Peers::choose_wait_policy() {

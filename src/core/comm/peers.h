@@ -1,10 +1,10 @@
 // The peers of a communicator: where every rank sits (the layout built from the places exchanged
-// at the rendezvous), one transport per medium (shm, tcp or loopback) and the connection each peer
-// is reached by, the wait policy, and the executor and direct collectives that drive them. It
-// tells the peers of a failure (once per communicator) and asks the transports whether a peer
-// failed. It keeps the registrations made with its transports (registration_cache.h) and
-// resolves each call's buffers against them (call_memory.h). It needs the options and the abort
-// flag every wait watches, no other part.
+// at the rendezvous), one transport per medium (shm, loopback, or the network transport each pair
+// chose: ib, ucx, tcp) and the connection each peer is reached by, the wait policy, and the
+// executor and direct collectives that drive them. It tells the peers of a failure (once per
+// communicator) and asks the transports whether a peer failed. It keeps the registrations made with
+// its transports (registration_cache.h) and resolves each call's buffers against them
+// (call_memory.h). It needs the options and the abort flag every wait watches, no other part.
 #pragma once
 
 #include <memory>
@@ -64,6 +64,10 @@ class Peers {
 
  private:
   void connect_peers(Store& store);
+  // Each network peer's transport (transport_choice.h), indexed as network_transports().
+  std::vector<std::vector<int>> choose_networks(Store& store, const transport::SetupContext& ctx,
+                                                const std::vector<int>& net_peers,
+                                                Deadline deadline);
   void choose_wait_policy();  // from CCL_SPIN_US/CCL_YIELD_US and whether ranks outnumber cores
 
   const CommOptions& options_;
