@@ -20,19 +20,10 @@ TorchStoreClient TorchStoreClient::connect(const SocketAddress& address, Deadlin
   return TorchStoreClient(std::move(s), address.to_string());
 }
 
-void TorchStoreClient::send_bytes(const void* data, size_t bytes, Deadline deadline) {
-  socket_.send_all(data, bytes, deadline);
-}
-
-void TorchStoreClient::send_sized(const void* data, size_t bytes, Deadline deadline) {
-  const uint64_t n = bytes;
-  send_bytes(&n, sizeof(n), deadline);
-  send_bytes(data, bytes, deadline);
-}
-
-void TorchStoreClient::recv_bytes(void* data, size_t bytes, Deadline deadline, const char* what) {
+template <class Io>
+void TorchStoreClient::io_explained(Io io, const char* what) {
   try {
-    socket_.recv_all(data, bytes, deadline);
+    io();
   } catch (const Error& e) {
     if (e.code() == cclRemoteError) {
       throw_error(cclRemoteError,
@@ -47,6 +38,22 @@ void TorchStoreClient::recv_bytes(void* data, size_t bytes, Deadline deadline, c
     }
     throw;
   }
+}
+
+void TorchStoreClient::send_bytes(const void* data, size_t bytes, Deadline deadline) {
+  // A server that hangs up on a query it does not know may be seen first by the next send
+  // (EPIPE) or by the answer's receive (EOF): both name the protocol.
+  io_explained([&] { socket_.send_all(data, bytes, deadline); }, "a query");
+}
+
+void TorchStoreClient::send_sized(const void* data, size_t bytes, Deadline deadline) {
+  const uint64_t n = bytes;
+  send_bytes(&n, sizeof(n), deadline);
+  send_bytes(data, bytes, deadline);
+}
+
+void TorchStoreClient::recv_bytes(void* data, size_t bytes, Deadline deadline, const char* what) {
+  io_explained([&] { socket_.recv_all(data, bytes, deadline); }, what);
 }
 
 void TorchStoreClient::set(const std::string& key, const std::vector<uint8_t>& value,

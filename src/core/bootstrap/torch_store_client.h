@@ -46,6 +46,10 @@ class TorchStoreClient {
   void send_bytes(const void* data, size_t bytes, Deadline deadline);
   void send_sized(const void* data, size_t bytes, Deadline deadline);  // uint64 length, bytes
   void recv_bytes(void* data, size_t bytes, Deadline deadline, const char* what);
+  // Runs a send or receive; a closed connection or a timeout becomes an error that says what
+  // was under way and names torch's protocol and CCL_COMM_ID.
+  template <class Io>
+  void io_explained(Io io, const char* what);
 
   Socket socket_;
   std::string where_;  // "host:port", for messages
