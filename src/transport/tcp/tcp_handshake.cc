@@ -8,9 +8,9 @@
 #include <algorithm>
 #include <cstring>
 
-#include "core/bootstrap/store.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "core/bootstrap/store.h"
 
 namespace ccl::transport::tcp {
 namespace {
@@ -44,6 +44,9 @@ std::string hello_problem(const Hello& h, int rank, int nranks, uint64_t tag_has
   if (h.rank <= rank || h.rank >= nranks) {
     return "it says it is rank " + std::to_string(h.rank) + ", which must not connect to us";
   }
+  if (h.nsockets < 1 || h.nsockets > kMaxSockets || h.socket >= h.nsockets) {
+    return "it names socket " + std::to_string(h.socket) + " of " + std::to_string(h.nsockets);
+  }
   return "";
 }
 
@@ -52,11 +55,12 @@ bool ack_matches(const Hello& a, int peer, int nranks, uint64_t tag_hash) {
          a.rank == peer && a.nranks == nranks && a.tag_hash == tag_hash;
 }
 
-Handshake::Handshake(int rank, int nranks, std::string comm_tag)
+Handshake::Handshake(int rank, int nranks, std::string comm_tag, int nsockets)
     : rank_(rank),
       nranks_(nranks),
       comm_tag_(std::move(comm_tag)),
-      tag_hash_(tag_hash(comm_tag_)) {}
+      tag_hash_(tag_hash(comm_tag_)),
+      nsockets_(nsockets) {}
 
 std::string Handshake::address_key(const std::string& comm_tag, int rank) {
   return comm_tag + "/tcp/" + std::to_string(rank);
@@ -88,10 +92,19 @@ size_t Handshake::max_incoming() {
   return static_cast<size_t>(std::clamp<rlim_t>(limit / 16, 16, 128));
 }
 
-Hello Handshake::make_hello(uint16_t kind, const Secret& token) const {
+Hello Handshake::make_hello(uint16_t kind, const Secret& token, int socket) const {
   Hello h{kHelloMagic, kHelloVersion, kind, rank_, nranks_, tag_hash_, {}};
   std::memcpy(h.token, token.data(), sizeof(h.token));
+  h.socket = static_cast<uint16_t>(socket);
+  h.nsockets = static_cast<uint16_t>(nsockets_);
   return h;
+}
+
+void Handshake::throw_count_mismatch(int peer, int peer_nsockets) const {
+  throw_error(cclInvalidUsage,
+              "tcp: rank %d uses %d sockets per peer but rank %d uses %d: set "
+              "CCL_SOCKET_NTHREADS and CCL_NSOCKS_PERTHREAD alike on every rank",
+              rank_, nsockets_, peer, peer_nsockets);
 }
 
 void Handshake::ensure_listening(Store& store) {
@@ -106,12 +119,12 @@ void Handshake::ensure_listening(Store& store) {
            listen_address_.c_str(), iface.name.c_str());
 }
 
-std::map<int, EstablishedSocket> Handshake::establish(const SetupContext& ctx,
-                                                      std::span<const int> peers) {
+std::map<int, EstablishedPeer> Handshake::establish(const SetupContext& ctx,
+                                                    std::span<const int> peers) {
   if (ctx.store == nullptr) throw_error(cclInvalidUsage, "tcp: connect() needs a store");
   ensure_listening(*ctx.store);
 
-  std::map<int, EstablishedSocket> result;
+  std::map<int, EstablishedPeer> result;
   std::set<int> expected;  // higher ranks, which connect to us
   for (int p : peers) {
     if (p < rank_) continue;
@@ -126,16 +139,21 @@ std::map<int, EstablishedSocket> Handshake::establish(const SetupContext& ctx,
   // Lower ranks: they published their address before waiting for anything, so these connects
   // only wait for ranks that are themselves making progress (every wait points downwards).
   std::vector<Outgoing> outgoing;
+  std::map<int, EstablishedPeer> acked;  // our connections to lower ranks, as acks come
   for (int p : peers) {
     if (p > rank_) continue;
     Published published =
         decode_published(to_string(ctx.store->get(address_key(comm_tag_, p), ctx.deadline)));
-    Socket socket =
-        Socket::connect(SocketAddress::parse(published.address), ctx.deadline, ctx.abort);
-    Hello hello = make_hello(kHelloKindHello, published.token);
-    socket.send_all(&hello, sizeof(hello), ctx.deadline, ctx.abort);
-    socket.set_nonblocking(true);
-    outgoing.push_back(Outgoing{p, std::move(socket), published.address, published.token});
+    const SocketAddress address = SocketAddress::parse(published.address);
+    for (int i = 0; i < nsockets_; ++i) {
+      Socket socket = Socket::connect(address, ctx.deadline, ctx.abort);
+      Hello hello = make_hello(kHelloKindHello, published.token, i);
+      socket.send_all(&hello, sizeof(hello), ctx.deadline, ctx.abort);
+      socket.set_nonblocking(true);
+      outgoing.push_back(Outgoing{p, i, std::move(socket), published.address, published.token});
+    }
+    acked[p].sockets.resize(static_cast<size_t>(nsockets_));
+    acked[p].address = published.address;
   }
 
   for (;;) {
@@ -149,7 +167,9 @@ std::map<int, EstablishedSocket> Handshake::establish(const SetupContext& ctx,
     }
     if (ctx.deadline.expired()) {
       std::vector<int> unacked;
-      for (const Outgoing& out : outgoing) unacked.push_back(out.peer);
+      for (const Outgoing& out : outgoing) {
+        if (unacked.empty() || unacked.back() != out.peer) unacked.push_back(out.peer);
+      }
       throw_error(cclTimeout,
                   "tcp: rank %d timed out setting up connections (no connection from rank(s) "
                   "[%s], no answer from rank(s) [%s])",
@@ -174,10 +194,16 @@ std::map<int, EstablishedSocket> Handshake::establish(const SetupContext& ctx,
     for (size_t i = outgoing.size(); i-- > 0;) {
       if (fds[out_base + i].revents == 0) continue;
       if (read_ack(outgoing[i])) {
-        int p = outgoing[i].peer;
-        result.emplace(p, EstablishedSocket{std::move(outgoing[i].socket), outgoing[i].address});
-        established_.insert(p);
+        const int p = outgoing[i].peer;
+        EstablishedPeer& pair = acked[p];
+        pair.sockets[static_cast<size_t>(outgoing[i].index)] = std::move(outgoing[i].socket);
         outgoing.erase(outgoing.begin() + static_cast<ptrdiff_t>(i));
+        const bool complete = std::none_of(outgoing.begin(), outgoing.end(),
+                                           [&](const Outgoing& o) { return o.peer == p; });
+        if (complete) {
+          result.emplace(p, std::move(pair));
+          established_.insert(p);
+        }
       }
     }
     for (size_t i = incoming_.size(); i-- > 0;) {
@@ -186,13 +212,19 @@ std::map<int, EstablishedSocket> Handshake::establish(const SetupContext& ctx,
         incoming_.erase(incoming_.begin() + static_cast<ptrdiff_t>(i));
       }
     }
-    if (fds[0].revents != 0) accept_pending();
+    if (fds[0].revents != 0) accept_pending(expected, result);
   }
   return result;
 }
 
-void Handshake::accept_pending() {
+void Handshake::accept_pending(const std::set<int>& expected,
+                               std::map<int, EstablishedPeer>& result) {
   if (incoming_cap_ == 0) incoming_cap_ = max_incoming();
+  // The sockets of the ranks still to connect may all wait for their hello at once: the cap
+  // against strangers never evicts them (up to 64 a pair).
+  size_t waiting = 0;
+  for (int p : expected) waiting += result.count(p) == 0 ? 1 : 0;
+  const size_t cap = std::max(incoming_cap_, static_cast<size_t>(nsockets_) * waiting);
   for (int round = 0; round < kAcceptsPerRound; ++round) {
     SocketAddress address;
     address.length = sizeof(address.storage);
@@ -230,7 +262,9 @@ void Handshake::accept_pending() {
     in.socket = Socket(fd);
     in.address = address.to_string();
     in.deadline = Clock::now() + kHelloTimeout;
-    if (incoming_.size() >= incoming_cap_) {
+    // A real rank sent its hello right after connecting: read it now, before any eviction.
+    if (read_hello(in, expected, result)) continue;
+    if (incoming_.size() >= cap) {
       note_stranger(incoming_.front().address, "too many connections without a hello");
       incoming_.erase(incoming_.begin());
     }
@@ -261,7 +295,7 @@ void Handshake::note_stranger(const std::string& address, const std::string& rea
 }
 
 bool Handshake::read_hello(Incoming& in, const std::set<int>& expected,
-                           std::map<int, EstablishedSocket>& result) {
+                           std::map<int, EstablishedPeer>& result) {
   ssize_t n = ::recv(in.socket.fd(), reinterpret_cast<char*>(&in.hello) + in.got,
                      sizeof(Hello) - in.got, MSG_DONTWAIT);
   if (n < 0) {
@@ -281,15 +315,26 @@ bool Handshake::read_hello(Incoming& in, const std::set<int>& expected,
   if (in.got < sizeof(Hello)) return false;
   if (!validate_hello(in, result)) return true;
 
-  Hello ack = make_hello(kHelloKindAck, token_);
+  Hello ack = make_hello(kHelloKindAck, token_, in.hello.socket);
   ssize_t w = ::send(in.socket.fd(), &ack, sizeof(ack), MSG_NOSIGNAL | MSG_DONTWAIT);
   if (w != static_cast<ssize_t>(sizeof(ack))) {
     CCL_WARN(kNet, "tcp: rank %d: cannot answer rank %d at %s: %s; dropped", rank_, in.hello.rank,
              in.address.c_str(), w < 0 ? std::strerror(errno) : "short write");
     return true;
   }
-  int peer = in.hello.rank;
-  EstablishedSocket established{std::move(in.socket), in.address};
+  const int peer = in.hello.rank;
+  // The ack told the peer our count: both sides fail alike.
+  if (in.hello.nsockets != nsockets_) throw_count_mismatch(peer, in.hello.nsockets);
+  EstablishedPeer& pair = partial_[peer];
+  if (pair.sockets.empty()) pair.sockets.resize(static_cast<size_t>(nsockets_));
+  if (in.hello.socket == 0) pair.address = in.address;
+  pair.sockets[in.hello.socket] = std::move(in.socket);
+  if (std::any_of(pair.sockets.begin(), pair.sockets.end(),
+                  [](const Socket& s) { return !s.valid(); })) {
+    return true;  // more of the pair's sockets to come
+  }
+  EstablishedPeer established = std::move(pair);
+  partial_.erase(peer);
   if (expected.count(peer)) {
     result.emplace(peer, std::move(established));
     established_.insert(peer);
@@ -299,7 +344,7 @@ bool Handshake::read_hello(Incoming& in, const std::set<int>& expected,
   return true;
 }
 
-bool Handshake::validate_hello(const Incoming& in, const std::map<int, EstablishedSocket>& result) {
+bool Handshake::validate_hello(const Incoming& in, const std::map<int, EstablishedPeer>& result) {
   const Hello& h = in.hello;
   std::string reason = hello_problem(h, rank_, nranks_, tag_hash_);
   Secret token{};
@@ -309,10 +354,16 @@ bool Handshake::validate_hello(const Incoming& in, const std::map<int, Establish
     reason = "its hello does not carry this listener's token";
   }
   if (reason.empty()) {
-    if (!established_.count(h.rank) && !stashed_.count(h.rank) && !result.count(h.rank)) {
+    auto part = partial_.find(h.rank);
+    const bool index_taken = part != partial_.end() && h.socket < part->second.sockets.size() &&
+                             part->second.sockets[h.socket].valid();
+    if (!established_.count(h.rank) && !stashed_.count(h.rank) && !result.count(h.rank) &&
+        !index_taken) {
       return true;
     }
-    reason = "rank " + std::to_string(h.rank) + " is connected already";
+    reason = index_taken ? "rank " + std::to_string(h.rank) + "'s socket " +
+                               std::to_string(h.socket) + " is connected already"
+                         : "rank " + std::to_string(h.rank) + " is connected already";
   }
   note_stranger(in.address, reason);
   return false;
@@ -340,6 +391,11 @@ bool Handshake::read_ack(Outgoing& out) {
     throw_error(cclRemoteError,
                 "tcp: rank %d: %s (published by rank %d) is not rank %d of this communicator",
                 rank_, out.address.c_str(), out.peer, out.peer);
+  }
+  if (a.nsockets != nsockets_) throw_count_mismatch(out.peer, a.nsockets);
+  if (a.socket != out.index) {
+    throw_error(cclRemoteError, "tcp: rank %d: rank %d acked socket %d on our socket %d", rank_,
+                out.peer, a.socket, out.index);
   }
   return true;
 }

@@ -32,7 +32,10 @@ inline constexpr uint32_t kNoticeMagic = 0x4e4c4343;  // "CCLN"
 inline constexpr int16_t kDeparted = 100;
 
 // Setup handshake: the connecting (higher) rank sends a Hello, the accepting (lower) rank answers
-// with the same struct, kind = kAck and its own rank, once it has accepted the connection.
+// with the same struct, kind = kAck and its own rank, once it has accepted the connection. A pair
+// uses `nsockets` connections (CCL_SOCKET_NTHREADS x CCL_NSOCKS_PERTHREAD, the same on both
+// sides); each one's hello names its index `socket`, which its ack echoes, so that the accepting
+// rank matches them whatever order they connect in.
 // `token` is the accepting rank's listener token: 128 random bits it published with its address
 // through the store, which only holders of the unique id's secret can read. The tag hash is no
 // secret (the tag names shared-memory segments that anyone can list), so it only tells
@@ -45,10 +48,14 @@ struct Hello {
   int32_t nranks;
   uint64_t tag_hash;  // FNV-1a of the communicator tag: a connection for another comm is refused
   uint8_t token[16];
+  uint16_t socket = 0;    // this connection's index among the pair's, < nsockets
+  uint16_t nsockets = 1;  // connections per pair, at most kMaxSockets
+  uint32_t reserved = 0;
 };
-static_assert(sizeof(Hello) == 40);
+static_assert(sizeof(Hello) == 48);
 inline constexpr uint32_t kHelloMagic = 0x54434343;  // "CCCT"
-inline constexpr uint16_t kHelloVersion = 2;
+inline constexpr uint16_t kHelloVersion = 3;
+inline constexpr int kMaxSockets = 64;
 inline constexpr uint16_t kHelloKindHello = 1;
 inline constexpr uint16_t kHelloKindAck = 2;
 

@@ -1,22 +1,47 @@
 // Data movement over loopback between ranks on threads: sizes around the frame and piece
-// boundaries, every sink kind, both directions at once, ordering and late receives.
+// boundaries and the chunk thresholds of several sockets, every sink kind, both directions at
+// once, ordering and late receives; each under every socket configuration of kSocketConfigs.
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <tuple>
 
 #include "tcp_test_util.h"
+#include "transport/tcp/tcp_chunks.h"
 
 namespace ccl::transport::tcp_test {
 namespace {
 
-class TcpSizes : public ::testing::TestWithParam<std::tuple<size_t, SinkKind>> {
+using tcp::kSplitBytes;
+
+class TcpSizes : public ::testing::TestWithParam<std::tuple<size_t, SinkKind, SocketConfig>> {
  protected:
-  void SetUp() override { use_loopback(); }
+  void SetUp() override {
+    use_loopback();
+    config_.emplace(std::get<2>(GetParam()));
+  }
+  void TearDown() override { config_.reset(); }
+  std::optional<ScopedSocketConfig> config_;
 };
+
+// Runs each test under every socket configuration.
+class TcpSockets : public ::testing::TestWithParam<SocketConfig> {
+ protected:
+  void SetUp() override {
+    use_loopback();
+    config_.emplace(GetParam());
+  }
+  void TearDown() override { config_.reset(); }
+  std::optional<ScopedSocketConfig> config_;
+};
+
+std::string config_name(const ::testing::TestParamInfo<SocketConfig>& info) {
+  return info.param.name();
+}
 
 // Both ranks send one message to each other at the same time and check what arrived.
 TEST_P(TcpSizes, BothWaysAtOnce) {
-  const auto [bytes, kind] = GetParam();
+  const auto [bytes, kind, config] = GetParam();
   InMemoryStore store;
   Mesh mesh = Mesh::make(2, store, unique_tag("sizes"));
   run_ranks(2, [&, bytes = bytes, kind = kind](int rank) {
@@ -43,18 +68,24 @@ TEST_P(TcpSizes, BothWaysAtOnce) {
   });
 }
 
+// Sizes around the frame and piece boundaries, around the split threshold of several sockets
+// (kSplitBytes - 1 goes whole on socket 0, kSplitBytes as two chunks), odd sizes whose last
+// chunk takes an unaligned remainder, and a message of many chunks.
 INSTANTIATE_TEST_SUITE_P(
     Tcp, TcpSizes,
     ::testing::Combine(::testing::Values(size_t{0}, size_t{1}, size_t{63}, size_t{64}, size_t{65},
-                                         size_t{4095}, size_t{(1 << 20) + 7}, size_t{16 << 20}),
-                       ::testing::Values(SinkKind::Copy, SinkKind::AlignCheck, SinkKind::Direct)),
+                                         size_t{4095}, kSplitBytes - 1, kSplitBytes,
+                                         kSplitBytes + 1, size_t{333333}, size_t{(1 << 20) + 7},
+                                         size_t{16 << 20}),
+                       ::testing::Values(SinkKind::Copy, SinkKind::AlignCheck, SinkKind::Direct),
+                       ::testing::ValuesIn(kSocketConfigs)),
     [](const auto& info) {
-      return std::to_string(std::get<0>(info.param)) + "_" + sink_name(std::get<1>(info.param));
+      return std::to_string(std::get<0>(info.param)) + "_" + sink_name(std::get<1>(info.param)) +
+             "_" + std::get<2>(info.param).name();
     });
 
 // Four ranks, every ordered pair exchanging a message of its own size and sink kind at once.
-TEST(TcpTransport, FourRanksAllPairs) {
-  use_loopback();
+TEST_P(TcpSockets, FourRanksAllPairs) {
   InMemoryStore store;
   const int n = 4;
   Mesh mesh = Mesh::make(n, store, unique_tag("all-pairs"));
@@ -89,14 +120,11 @@ TEST(TcpTransport, FourRanksAllPairs) {
   });
 }
 
-// Hundreds of messages of mixed sizes (zeros included) posted at once, both directions: each
-// arrives whole, in order, and no receive completes before an earlier one.
-TEST(TcpTransport, ManyMessagesKeepOrder) {
-  use_loopback();
+// Many messages of mixed sizes (zeros included) posted at once, both directions: each arrives
+// whole, in order, and no receive completes before an earlier one.
+void many_messages_keep_order(int count, const std::function<size_t(int)>& size_of) {
   InMemoryStore store;
   Mesh mesh = Mesh::make(2, store, unique_tag("order"));
-  const int count = 400;
-  auto size_of = [](int i) { return size_t(i % 7 == 0 ? 0 : (i * 977) % 20000); };
   run_ranks(2, [&](int rank) {
     Connection* c = mesh.conns[rank][1 - rank];
     std::vector<std::vector<std::byte>> outs(count);
@@ -131,14 +159,40 @@ TEST(TcpTransport, ManyMessagesKeepOrder) {
   });
 }
 
+// Hundreds of small messages.
+TEST_P(TcpSockets, ManyMessagesKeepOrder) {
+  many_messages_keep_order(400, [](int i) { return size_t(i % 7 == 0 ? 0 : (i * 977) % 20000); });
+}
+
+// Small and split messages interleaved (zeros, sizes around the threshold, several chunks): a
+// small one behind a split one on socket 0, and chunks of consecutive messages on each socket.
+TEST_P(TcpSockets, ManySplitMessagesKeepOrder) {
+  many_messages_keep_order(60, [](int i) {
+    switch (i % 6) {
+      case 0:
+        return size_t{0};
+      case 1:
+        return kSplitBytes - 1;
+      case 2:
+        return kSplitBytes;
+      case 3:
+        return size_t(i * 977 % 5000);
+      case 4:
+        return kSplitBytes + size_t(i * 7919 % 600000);
+      default:
+        return size_t(3 << 20) + size_t(i);
+    }
+  });
+}
+
 // Messages that arrive before any receive is posted wait in the kernel until it is.
-TEST(TcpTransport, ReceivesPostedAfterTheDataArrived) {
-  use_loopback();
+TEST_P(TcpSockets, ReceivesPostedAfterTheDataArrived) {
   InMemoryStore store;
   Mesh mesh = Mesh::make(2, store, unique_tag("late"));
   Connection* sender = mesh.conns[0][1];
   Connection* receiver = mesh.conns[1][0];
-  auto a = make_message(5, 100), b = make_message(6, 0), c = make_message(7, 3000);
+  // c is split over the sockets when there are several.
+  auto a = make_message(5, 100), b = make_message(6, 0), c = make_message(7, 300000);
   SendRequest sa{a.data(), a.size()}, sb{b.data(), 0}, sc{c.data(), c.size()};
   sender->post_send(&sa);
   sender->post_send(&sb);
@@ -147,8 +201,8 @@ TEST(TcpTransport, ReceivesPostedAfterTheDataArrived) {
   // Nothing was posted on the receiver: progress and wait must neither consume nor fail.
   EXPECT_FALSE(receiver->progress());
   mesh.transports[1]->wait(std::chrono::milliseconds(1));
-  TestSink ka(SinkKind::AlignCheck, 100), kb(SinkKind::Copy, 0), kc(SinkKind::Direct, 3000);
-  RecvRequest ra{100, &ka}, rb{0, &kb}, rc{3000, &kc};
+  TestSink ka(SinkKind::AlignCheck, 100), kb(SinkKind::Copy, 0), kc(SinkKind::Direct, c.size());
+  RecvRequest ra{100, &ka}, rb{0, &kb}, rc{c.size(), &kc};
   receiver->post_recv(&ra);
   receiver->post_recv(&rb);
   receiver->post_recv(&rc);
@@ -159,8 +213,7 @@ TEST(TcpTransport, ReceivesPostedAfterTheDataArrived) {
 }
 
 // connect() for a peer connected before returns the same connection and needs no handshake.
-TEST(TcpTransport, ReconnectReturnsTheSameConnection) {
-  use_loopback();
+TEST_P(TcpSockets, ReconnectReturnsTheSameConnection) {
   InMemoryStore store;
   std::string tag = unique_tag("again");
   std::vector<std::unique_ptr<Transport>> transports(2);
@@ -179,6 +232,8 @@ TEST(TcpTransport, ReconnectReturnsTheSameConnection) {
     EXPECT_STREQ(transports[r]->name(), "tcp");
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Tcp, TcpSockets, ::testing::ValuesIn(kSocketConfigs), config_name);
 
 }  // namespace
 }  // namespace ccl::transport::tcp_test

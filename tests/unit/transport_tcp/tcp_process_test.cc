@@ -160,6 +160,49 @@ TEST(TcpProcess, PeerKilledMidTransfer) {
   EXPECT_EQ(pair.join(), -SIGKILL);
 }
 
+// The same over several sockets (the setting is inherited by the child): the child moves a
+// little of a 64 MiB message (one progress() call puts at most a few MiB per socket in the
+// kernel) and stops; killed, it must be RemoteError naming it within 2 s, whichever socket the
+// parent sees it on first.
+class TcpProcessSockets : public ::testing::TestWithParam<SocketConfig> {};
+
+TEST_P(TcpProcessSockets, PeerKilledMidMessage) {
+  ScopedSocketConfig config(GetParam());
+  const size_t bytes = 64 << 20;
+  ProcessPair pair([&](Transport&, Connection* c) {
+    std::vector<std::byte> out(bytes, std::byte{1});
+    SendRequest send{out.data(), bytes};
+    c->post_send(&send);
+    c->progress();
+    pause();  // killed here
+    return 7;
+  });
+  ASSERT_NE(pair.conn, nullptr);
+  TestSink sink(SinkKind::Copy, bytes);
+  RecvRequest recv{bytes, &sink};
+  pair.conn->post_recv(&recv);
+  drive(*pair.transport, {pair.conn}, [&] { return recv.done_bytes > 0; });
+  ASSERT_FALSE(recv.complete);
+  kill(pair.pid(), SIGKILL);
+  auto start = Clock::now();
+  try {
+    drive(
+        *pair.transport, {pair.conn}, [] { return false; }, milliseconds(5000));
+    ADD_FAILURE() << "no error after the peer was killed";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), cclRemoteError) << e.what();
+    EXPECT_EQ(e.culprit(), 1) << e.what();
+    EXPECT_NE(std::string(e.what()).find("rank 1"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(Clock::now() - start, milliseconds(2000));
+  EXPECT_FALSE(recv.complete);
+  EXPECT_EQ(pair.join(), -SIGKILL);
+}
+
+INSTANTIATE_TEST_SUITE_P(Tcp, TcpProcessSockets,
+                         ::testing::Values(SocketConfig{1, 4}, SocketConfig{2, 2}),
+                         [](const auto& info) { return info.param.name(); });
+
 // One rank of a full mesh over `store`: every ordered pair exchanges a message at once. Returns
 // 0 or a failure code; no gtest here, it also runs in forked children.
 int mesh_rank(int rank, int nranks, Store& store, const std::string& tag) {
