@@ -79,6 +79,11 @@ const std::vector<ConfigVar>& config_vars() {
       {"CCL_IB_RETRY_CNT", ConfigType::Int, "7", "InfiniBand: the QP's transport retry count"},
       {"CCL_IB_QPS_PER_CONNECTION", ConfigType::Int, "1",
        "InfiniBand: RC queue pairs per peer connection; a message's chunks are spread over them"},
+      {"CCL_IB_REG_CACHE", ConfigType::Int, "0",
+       "InfiniBand: registrations of unregistered user buffers kept after their message, for "
+       "later messages in the same pages (0: each is deregistered when its message completes); "
+       "only safe where buffers are not freed and mapped again at the same address during the "
+       "job (a cached MR keeps the old pages): cclCommRegister is the safe way to keep one"},
       {"CCL_IB_LIBRARY", ConfigType::String, "libibverbs.so.1",
        "the verbs library ccl loads at run time (dlopen); where it cannot be loaded the ib "
        "transport is unavailable and ccl says why"},
