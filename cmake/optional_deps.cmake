@@ -1,7 +1,7 @@
 # Optional dependencies: found ones are reported in the configure summary. Issue by issue they
 # gain users (hwloc: topology discovery, required by it when found; ibverbs/ucx: transports; CUDA: device memory).
 option(CCL_ENABLE_IBVERBS "Build the InfiniBand verbs transport where verbs.h is found" ON)
-option(CCL_ENABLE_UCX "Build the UCX transport where libucx is found" OFF)
+option(CCL_ENABLE_UCX "Build the UCX transport where libucx is found" ON)
 set(CCL_HAVE_HWLOC OFF)
 set(CCL_HAVE_IBVERBS OFF)
 set(CCL_HAVE_UCX OFF)

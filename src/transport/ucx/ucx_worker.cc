@@ -1,0 +1,111 @@
+#include "transport/ucx/ucx_worker.h"
+
+#include <cstdlib>
+
+#include "base/error.h"
+#include "base/log.h"
+
+namespace ccl::transport::ucx {
+namespace {
+
+// ucp_worker_progress calls per progress(): enough to drain a burst of completions, and a bound
+// so that a peer streaming small messages cannot keep one call spinning.
+constexpr int kMaxProgressCalls = 256;
+
+struct ConfigGuard {
+  ucp_config_t* config = nullptr;
+  ~ConfigGuard() {
+    if (config != nullptr) ucp_config_release(config);
+  }
+};
+
+}  // namespace
+
+std::string ucx_status_text(const char* what, ucs_status_t status) {
+  return std::string("UCX: ") + what + ": " + ucs_status_string(status);
+}
+
+UcxWorker::UcxWorker(int estimated_peers) {
+  ConfigGuard config;
+  ucs_status_t status = ucp_config_read(nullptr, nullptr, &config.config);
+  if (status != UCS_OK) {
+    throw_error(cclSystemError, "%s", ucx_status_text("ucp_config_read", status).c_str());
+  }
+  if (std::getenv("UCX_KEEPALIVE_INTERVAL") == nullptr) {
+    status = ucp_config_modify(config.config, "KEEPALIVE_INTERVAL", kKeepaliveInterval);
+    if (status != UCS_OK) {
+      CCL_WARN(kNet, "%s", ucx_status_text("cannot set KEEPALIVE_INTERVAL", status).c_str());
+    }
+  }
+
+  ucp_params_t params{};
+  params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED |
+                      UCP_PARAM_FIELD_ESTIMATED_NUM_EPS | UCP_PARAM_FIELD_NAME;
+  params.features = UCP_FEATURE_TAG | UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP;
+  params.mt_workers_shared = 1;
+  params.estimated_num_eps = static_cast<size_t>(estimated_peers > 0 ? estimated_peers : 1);
+  params.name = "ccl";
+  status = ucp_init(&params, config.config, &context_);
+  if (status != UCS_OK) {
+    context_ = nullptr;
+    throw_error(cclSystemError, "%s", ucx_status_text("ucp_init", status).c_str());
+  }
+
+  ucp_worker_params_t worker_params{};
+  worker_params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+  worker_params.thread_mode = UCS_THREAD_MODE_SERIALIZED;
+  status = ucp_worker_create(context_, &worker_params, &worker_);
+  if (status != UCS_OK) {
+    worker_ = nullptr;
+    ucp_cleanup(context_);
+    throw_error(cclSystemError, "%s", ucx_status_text("ucp_worker_create", status).c_str());
+  }
+
+  ucp_address_t* address = nullptr;
+  size_t address_length = 0;
+  status = ucp_worker_get_address(worker_, &address, &address_length);
+  if (status == UCS_OK) {
+    const auto* bytes = reinterpret_cast<const uint8_t*>(address);
+    address_.assign(bytes, bytes + address_length);
+    ucp_worker_release_address(worker_, address);
+    status = ucp_worker_get_efd(worker_, &event_fd_);
+  }
+  if (status != UCS_OK) {
+    ucp_worker_destroy(worker_);
+    ucp_cleanup(context_);
+    throw_error(cclSystemError, "%s",
+                ucx_status_text("worker address or event fd", status).c_str());
+  }
+}
+
+UcxWorker::~UcxWorker() {
+  destroy_worker();
+  if (context_ != nullptr) ucp_cleanup(context_);
+}
+
+void UcxWorker::destroy_worker() {
+  if (worker_ == nullptr) return;
+  ucp_worker_destroy(worker_);
+  worker_ = nullptr;
+  event_fd_ = -1;
+}
+
+bool UcxWorker::progress() {
+  if (worker_ == nullptr) return false;
+  bool any = false;
+  for (int i = 0; i < kMaxProgressCalls && ucp_worker_progress(worker_) != 0; ++i) any = true;
+  return any;
+}
+
+ucs_status_t UcxWorker::try_arm() noexcept {
+  return worker_ == nullptr ? UCS_ERR_NO_RESOURCE : ucp_worker_arm(worker_);
+}
+
+bool UcxWorker::arm() {
+  const ucs_status_t status = ucp_worker_arm(worker_);
+  if (status == UCS_OK) return true;
+  if (status == UCS_ERR_BUSY) return false;
+  throw_error(cclSystemError, "%s", ucx_status_text("ucp_worker_arm", status).c_str());
+}
+
+}  // namespace ccl::transport::ucx
