@@ -139,7 +139,8 @@ CCL_API cclResult_t cclCommGetAsyncError(cclComm_t comm, cclResult_t* asyncError
 CCL_API cclResult_t cclCommCount(const cclComm_t comm, int* count);
 CCL_API cclResult_t cclCommUserRank(const cclComm_t comm, int* rank);
 /** The transport that carries this rank's messages to `peer`, as a static string ("shm", "tcp",
- *  "loopback"; "self" for the calling rank): what a tool such as ccl-check reports per pair. */
+ *  "ucx", "ib", "loopback"; "self" for the calling rank): what a tool such as ccl-check reports
+ *  per pair (the choice is README's "Transports"). */
 CCL_API cclResult_t cclCommPeerTransport(const cclComm_t comm, int peer, const char** name);
 /** This host's topology as ccl sees it, the text ccl-topo prints (the tree, the links, the path
  *  classes, the ring and tree orders), written NUL-terminated into buf and cut short at size

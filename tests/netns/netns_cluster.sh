@@ -6,7 +6,8 @@
 # CCL_HOSTID); ranks on different nodes only see each other through tcp over the bridge.
 #
 #   netns_cluster.sh --nodes H --ranks-per-node L [--timeout S] [--placement block|cyclic]
-#                    [--slow-link A-B:RATE]... [--slow-node K:RATE]... -- PROGRAM ARGS...
+#                    [--slow-link A-B:RATE]... [--slow-node K:RATE]... [--expect-killed R]
+#                    -- PROGRAM ARGS...
 #
 # --slow-link A-B:RATE shapes the traffic between nodes A and B (both ways) to RATE (tc's units:
 # 200mbit), leaving their other links alone: on the bridge's port toward each of the two, an htb
@@ -14,8 +15,12 @@
 # of that rate, everything else through one of 40gbit (this kernel has htb and tbf, not prio).
 # --slow-node K:RATE shapes everything node K sends and receives (a tbf on both ends of its
 # veth). This kernel has no netem, so links are slowed by rate, not by delay.
+# --expect-killed R: rank R is meant to die of SIGKILL (a fault-injection victim,
+# tests/fault/netns_kill.sh): its status 137 does not end the run, the other ranks go on to
+# exit by themselves, and the run fails (1) if R exits any other way.
 #
-# Exit status: 0 every rank passed, 1 a rank failed (or bad usage: 2), 124 timeout,
+# Exit status: 0 every rank passed (--expect-killed R: every other one, and R died of SIGKILL),
+# 1 a rank failed (or bad usage: 2), 124 timeout,
 # 77 cannot run here (not root, no `ip netns`, namespaces cannot be made).
 #
 # Nothing in the root namespace is touched: the veth pairs are created inside the bridge's
@@ -25,7 +30,7 @@ set -u
 
 usage() {
   echo "usage: $0 --nodes H --ranks-per-node L [--timeout S] [--placement block|cyclic]" \
-    "[--slow-link A-B:RATE]... [--slow-node K:RATE]... -- PROGRAM ARGS..." >&2
+    "[--slow-link A-B:RATE]... [--slow-node K:RATE]... [--expect-killed R] -- PROGRAM ARGS..." >&2
   exit 2
 }
 
@@ -35,6 +40,7 @@ timeout_s=300
 placement=block
 slow_links=()
 slow_nodes=()
+expect_killed=-1
 while [ $# -gt 0 ]; do
   case "$1" in
     --nodes) [ $# -ge 2 ] || usage; nodes=$2; shift 2 ;;
@@ -43,6 +49,7 @@ while [ $# -gt 0 ]; do
     --placement) [ $# -ge 2 ] || usage; placement=$2; shift 2 ;;
     --slow-link) [ $# -ge 2 ] || usage; slow_links+=("$2"); shift 2 ;;
     --slow-node) [ $# -ge 2 ] || usage; slow_nodes+=("$2"); shift 2 ;;
+    --expect-killed) [ $# -ge 2 ] || usage; expect_killed=$2; shift 2 ;;
     --) shift; break ;;
     *) echo "$0: unknown option '$1'" >&2; usage ;;
   esac
@@ -52,6 +59,10 @@ case "$nodes" in 2|3|4) ;; *) echo "$0: --nodes must be 2..4" >&2; usage ;; esac
 case "$per_node" in [1-9]|1[0-6]) ;; *) echo "$0: --ranks-per-node must be 1..16" >&2; usage ;; esac
 case "$timeout_s" in ''|*[!0-9]*|0) echo "$0: --timeout must be a whole number > 0" >&2; usage ;; esac
 case "$placement" in block|cyclic) ;; *) echo "$0: --placement must be block or cyclic" >&2; usage ;; esac
+case "$expect_killed" in -1|[0-9]|[1-5][0-9]|6[0-3]) ;;
+  *) echo "$0: --expect-killed wants a rank" >&2; usage ;; esac
+[ "$expect_killed" -lt $((nodes * per_node)) ] ||
+  { echo "$0: --expect-killed $expect_killed is not a rank" >&2; usage; }
 for spec in "${slow_links[@]}"; do
   [[ "$spec" =~ ^[0-3]-[0-3]:[0-9]+[kmg]?bit$ ]] ||
     { echo "$0: --slow-link wants A-B:RATE (0-2:200mbit), not '$spec'" >&2; usage; }
@@ -210,6 +221,15 @@ while [ $remaining -gt 0 ]; do
     rc=$?
     done_rank[$r]=1
     remaining=$((remaining - 1))
+    if [ "$r" = "$expect_killed" ]; then
+      if [ $rc -eq 137 ]; then
+        echo "netns_cluster: rank $r was killed by SIGKILL, as expected" >&2
+        continue
+      fi
+      echo "netns_cluster: rank $r, expected to be killed, exited with status $rc;" \
+        "killing the others" >&2
+      exit 1
+    fi
     if [ $rc -ne 0 ]; then
       echo "netns_cluster: rank $r exited with status $rc; killing the others" >&2
       exit 1
@@ -217,5 +237,9 @@ while [ $remaining -gt 0 ]; do
   done
   sleep 0.1
 done
-echo "netns_cluster: all $world ranks passed" >&2
+if [ "$expect_killed" -ge 0 ]; then
+  echo "netns_cluster: all $((world - 1)) other ranks passed" >&2
+else
+  echo "netns_cluster: all $world ranks passed" >&2
+fi
 exit 0
