@@ -261,4 +261,31 @@ Error OpRunner::resolve_timeout(const Error& error, const std::string& label) {
   return Error(cclTimeout, message, culprit);
 }
 
+Error OpRunner::resolve_closed_peer(const Error& error, const std::string& label) {
+  const int closed = error.culprit();
+  if (closed < 0 || error.origin() >= 0 || options_.nranks < 3) return error;
+  // The notice that made the closed peer fail went out at the same moment as ours would have:
+  // 50 ms covers a relay through one more transport, and a plain crash of `closed` costs no more.
+  const Deadline until = Deadline::after(std::chrono::milliseconds(50));
+  std::vector<std::pair<int, transport::FailureNotice>> notices;
+  for (;;) {
+    notices.clear();
+    peers_.collect_notices(notices);
+    for (const auto& [from, notice] : notices) {
+      if (notice.kind != transport::FailureNotice::kFailed || notice.culprit < 0 ||
+          notice.culprit == closed || notice.culprit == options_.rank) {
+        continue;
+      }
+      try {
+        transport::throw_notice(notice, from);
+      } catch (const Error& root) {
+        return root.with_message(label + ": " + root.what() + " (the connection to rank " +
+                                 std::to_string(closed) + " closed too)");
+      }
+    }
+    if (until.expired()) return error;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
 }  // namespace ccl

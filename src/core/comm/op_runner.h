@@ -133,6 +133,11 @@ class OpRunner {
   // The Timeout to report for `error` (a timeout of the operation `label`, own or a peer's):
   // names the rank that holds everyone up, found along the ranks' wait-for edges.
   Error resolve_timeout(const Error& error, const std::string& label);
+  // A peer's connection closed under this rank (first-hand: no notice came with it): with 3 or
+  // more ranks that peer may have failed for another rank's sake, and said so to others first
+  // (its own notice to us can be lost behind a half-sent message). Looks briefly for a failure
+  // notice another peer posted that names another culprit, and reports that root cause.
+  Error resolve_closed_peer(const Error& error, const std::string& label);
   // The current operation waits for `peers` (each time the executor goes to sleep).
   void note_pending(std::span<const int> peers);
 
@@ -174,6 +179,7 @@ void OpRunner::run_op(const char* what, Body&& body) {
     Error named =
         std::string_view(e.what()).starts_with(label) ? e : e.with_message(label + ": " + e.what());
     if (named.code() == cclTimeout) named = resolve_timeout(named, label);
+    if (named.code() == cclRemoteError) named = resolve_closed_peer(named, label);
     end_record(named);
     record_failure(named);
     throw named;
