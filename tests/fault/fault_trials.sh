@@ -2,7 +2,7 @@
 # shellcheck disable=SC2317  # cleanup runs from a trap
 # Runs T fault-injection trials of fault_check through cclrun (README.md says what each checks):
 #
-#   fault_trials.sh --transport shm|tcp --np N --trials T [--mode kill|kill-idle|kill-stream|stop]
+#   fault_trials.sh --transport shm|tcp|tcp4|ucx --np N --trials T [--mode kill|kill-idle|kill-stream|stop]
 #                   [--seed S] [--ccl-timeout S] [--max-latency-ms L] [--keep-logs]
 #                   [--cclrun PATH] [--fault-check PATH] BUILD_DIR
 #
@@ -48,8 +48,15 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ -n "$build" ] || { echo "$0: BUILD_DIR is missing" >&2; usage; }
-case "$transport" in shm) shm_disable=0 ;; tcp) shm_disable=1 ;;
-  *) echo "$0: --transport must be shm or tcp" >&2; usage ;; esac
+# tcp4: 4 sockets per peer, two helper threads; ucx: UCX between the local ranks (its tcp: UCX
+# 1.13 carries no peer-error-handling endpoint over its shared memory).
+transport_env=()
+case "$transport" in
+  shm) shm_disable=0 ;;
+  tcp) shm_disable=1 ;;
+  tcp4) shm_disable=1; transport_env=(-x CCL_NSOCKS_PERTHREAD=2 -x CCL_SOCKET_NTHREADS=2) ;;
+  ucx) shm_disable=1; transport_env=(-x CCL_NET=ucx) ;;
+  *) echo "$0: --transport must be shm, tcp, tcp4 or ucx" >&2; usage ;; esac
 case "$mode" in kill|kill-idle|kill-stream|stop) ;;
   *) echo "$0: unknown --mode '$mode'" >&2; usage ;; esac
 for v in np trials seed max_latency_ms; do
@@ -203,7 +210,7 @@ for ((t = 1; t <= trials; ++t)); do
   before=$(list_shm)
   start=$(now_ms)
   timeout -k 5 $((trial_s + 10)) "$cclrun" -np "$np" --grace "$trial_s" --timeout "$trial_s" \
-    -x CCL_TIMEOUT="$ccl_timeout" -x CCL_SHM_DISABLE="$shm_disable" \
+    -x CCL_TIMEOUT="$ccl_timeout" -x CCL_SHM_DISABLE="$shm_disable" "${transport_env[@]}" \
     "$prog" --mode "$mode" --victim "$victim" --moment-ms "$moment" --dir "$dir" \
     --cap-ms $((cap_s * 1000)) --max-latency-ms "$max_latency_ms" \
     --timeout-ms $((ccl_timeout * 1000)) "${extra[@]}" >"$dir/log" 2>&1 &
