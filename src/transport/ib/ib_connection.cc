@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "base/log.h"
+#include "transport/posted_request.h"
 #include "transport/registered_region.h"
 
 namespace ccl::transport::ib {
@@ -64,11 +65,7 @@ void IbConnection::release(const IbRegCache::Entry*& reg) {
 }
 
 void IbConnection::post_send(SendRequest* request) {
-  if (request == nullptr || (request->bytes > 0 && request->data == nullptr)) {
-    throw_error(cclInvalidUsage, "ib: post_send to rank %d without a buffer", peer());
-  }
-  request->done_bytes = 0;
-  request->complete = false;
+  start_send("ib", request, peer());
   PendingSend pending{request};
   if (request->bytes > 0) {
     const TransportKey* key = request->region != nullptr ? request->region->key_of("ib") : nullptr;
@@ -84,11 +81,7 @@ void IbConnection::post_send(SendRequest* request) {
 }
 
 void IbConnection::post_recv(RecvRequest* request) {
-  if (request == nullptr || (request->bytes > 0 && request->sink == nullptr)) {
-    throw_error(cclInvalidUsage, "ib: post_recv from rank %d without a sink", peer());
-  }
-  request->done_bytes = 0;
-  request->complete = false;
+  start_recv("ib", request, peer());
   PendingRecv pending{request};
   std::byte* direct = request->bytes > 0 ? request->sink->direct_destination() : nullptr;
   if (direct != nullptr) {

@@ -19,6 +19,7 @@
 #include "transport/ib/ib_devices.h"
 #include "transport/ib/ib_reg_cache.h"
 #include "transport/ib/ib_setup.h"
+#include "transport/peer_list.h"
 #include "transport/registered_region.h"
 
 namespace ccl::transport {
@@ -99,23 +100,8 @@ class IbTransport final : public Transport {
   const char* name() const override { return "ib"; }
 
   std::vector<Connection*> connect(const SetupContext& ctx, std::span<const int> peers) override {
-    if (ctx.rank != rank_ || ctx.nranks != nranks_ || ctx.comm_tag != comm_tag_) {
-      throw_error(cclInvalidUsage, "ib: connect() for another communicator than the transport's");
-    }
-    std::vector<int> sorted(peers.begin(), peers.end());
-    std::sort(sorted.begin(), sorted.end());
-    auto twice = std::adjacent_find(sorted.begin(), sorted.end());
-    if (twice != sorted.end()) {
-      throw_error(cclInvalidArgument, "ib: rank %d listed twice in connect()", *twice);
-    }
-    std::vector<int> fresh;
-    for (int p : peers) {
-      if (p < 0 || p >= nranks_ || p == rank_) {
-        throw_error(cclInvalidArgument, "ib: rank %d cannot connect to rank %d of %d", rank_, p,
-                    nranks_);
-      }
-      if (!connections_.count(p)) fresh.push_back(p);
-    }
+    std::vector<int> fresh = peers_to_connect("ib", ctx, rank_, nranks_, comm_tag_, peers,
+                                              [&](int p) { return connections_.count(p) != 0; });
     auto made = ib::establish(ctx, device_, cache_, fresh, options_);
     for (auto& [peer, conn] : made) connections_.emplace(peer, std::move(conn));
     std::vector<Connection*> result;

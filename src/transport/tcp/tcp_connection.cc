@@ -11,20 +11,10 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "transport/posted_request.h"
+#include "transport/tcp/tcp_io.h"
 
 namespace ccl::transport::tcp {
-namespace {
-
-// Enough to gather many small queued messages in one sendmsg; well under IOV_MAX.
-constexpr int kMaxSendIov = 64;
-// Gathering beyond this gains nothing: the kernel takes a few MiB per call at most.
-constexpr size_t kMaxGatherBytes = 8 * 1024 * 1024;
-
-bool is_transient(int err) { return err == EAGAIN || err == EWOULDBLOCK; }
-
-}  // namespace
-
-void TcpConnection::AlignedFree::operator()(std::byte* p) const { std::free(p); }
 
 TcpConnection::TcpConnection(int peer, Socket socket, std::string peer_address)
     : Connection(peer), socket_(std::move(socket)), peer_address_(std::move(peer_address)) {
@@ -74,17 +64,6 @@ bool TcpConnection::idle_peer_gone(bool abort_fails) {
   fail_notice(frame);
 }
 
-namespace {
-FailureNotice notice_of(const NoticeFrame& frame) {
-  FailureNotice notice;
-  notice.code = frame.code;
-  notice.kind = frame.kind;
-  notice.origin = frame.origin;
-  notice.culprit = frame.culprit;
-  return notice;
-}
-}  // namespace
-
 std::optional<FailureNotice> TcpConnection::peek_notice() {
   if (notice_received_ || !socket_.valid()) return notice_received_;
   // Only at a message boundary are the next bytes a header.
@@ -108,21 +87,13 @@ void TcpConnection::fail_notice(const NoticeFrame& frame) {
 }
 
 void TcpConnection::post_send(SendRequest* request) {
-  if (request == nullptr || (request->bytes > 0 && request->data == nullptr)) {
-    throw_error(cclInvalidUsage, "tcp: post_send to rank %d without a buffer", peer());
-  }
-  request->done_bytes = 0;
-  request->complete = false;
+  start_send("tcp", request, peer());
   sends_.push_back(
       PendingSend{request, FrameHeader{kFrameMagic, send_sequence_++, request->bytes}, 0});
 }
 
 void TcpConnection::post_recv(RecvRequest* request) {
-  if (request == nullptr || (request->bytes > 0 && request->sink == nullptr)) {
-    throw_error(cclInvalidUsage, "tcp: post_recv from rank %d without a sink", peer());
-  }
-  request->done_bytes = 0;
-  request->complete = false;
+  start_recv("tcp", request, peer());
   recvs_.push_back(request);
 }
 
@@ -205,12 +176,7 @@ bool TcpConnection::progress_recvs() {
       staged_ = 0;
       in_direct_ = request.sink != nullptr ? request.sink->direct_destination() : nullptr;
       if (in_direct_ == nullptr && request.bytes > 0 && !staging_) {
-        void* p = nullptr;
-        if (posix_memalign(&p, kPieceAlign, kStagingBytes) != 0) {
-          throw_error(cclSystemError, "tcp: cannot allocate a %zu-byte receive buffer",
-                      kStagingBytes);
-        }
-        staging_.reset(static_cast<std::byte*>(p));
+        staging_ = allocate_staging(kStagingBytes);
       }
     }
     size_t received = request.done_bytes + staged_;  // payload bytes taken from the socket

@@ -17,6 +17,7 @@
 #include "ccl/ccl.h"
 #include "core/bootstrap/socket.h"
 #include "transport/failure_notice.h"
+#include "transport/tcp/tcp_io.h"
 #include "transport/tcp/tcp_wire.h"
 #include "transport/transport.h"
 
@@ -96,10 +97,7 @@ class TcpConnection final : public Connection {
   FrameHeader in_header_{};
   size_t in_header_got_ = 0;
   std::byte* in_direct_ = nullptr;  // the sink's direct destination, if it has one
-  struct AlignedFree {
-    void operator()(std::byte* p) const;
-  };
-  std::unique_ptr<std::byte, AlignedFree> staging_;  // allocated at the first sink receive
+  StagingBuffer staging_;           // allocated at the first sink receive
   size_t staged_ = 0;  // payload bytes in staging_, at message offset request->done_bytes
 
   bool failed_ = false;

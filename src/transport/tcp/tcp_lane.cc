@@ -10,18 +10,9 @@
 #include <cstring>
 
 #include "base/error.h"
+#include "transport/tcp/tcp_io.h"
 
 namespace ccl::transport::tcp {
-namespace {
-
-constexpr int kMaxSendIov = 64;
-constexpr size_t kMaxGatherBytes = 8 * 1024 * 1024;
-
-bool is_transient(int err) { return err == EAGAIN || err == EWOULDBLOCK; }
-
-}  // namespace
-
-void Lane::AlignedFree::operator()(std::byte* p) const { std::free(p); }
 
 Lane::Lane(int index, Socket socket, int peer, const std::string& address, bool publish,
            std::function<void(InMessage&)> on_header)
@@ -37,11 +28,7 @@ Lane::Lane(int index, Socket socket, int peer, const std::string& address, bool 
 
 void Lane::ensure_staging() {
   if (staging_) return;
-  void* p = nullptr;
-  if (posix_memalign(&p, kPieceAlign, kStagingBytes) != 0) {
-    throw_error(cclSystemError, "tcp: cannot allocate a %zu-byte receive buffer", kStagingBytes);
-  }
-  staging_.reset(static_cast<std::byte*>(p));
+  staging_ = allocate_staging(kStagingBytes);
 }
 
 short Lane::poll_events() const {

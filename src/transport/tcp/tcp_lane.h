@@ -19,6 +19,7 @@
 #include <utility>
 
 #include "core/bootstrap/socket.h"
+#include "transport/tcp/tcp_io.h"
 #include "transport/tcp/tcp_wire.h"
 #include "transport/transport.h"
 
@@ -106,9 +107,6 @@ class Lane {
   static constexpr size_t kStagingBytes = 256 * 1024;
 
  private:
-  struct AlignedFree {
-    void operator()(std::byte* p) const;
-  };
   void ensure_staging();
   // Hands staged bytes of the front segment on (or publishes them); true if it is finished.
   bool settle_staged();
@@ -128,7 +126,7 @@ class Lane {
   std::deque<RecvSegment> recvs_;
   size_t received_ = 0;   // bytes of the front receive segment read from the socket
   size_t delivered_ = 0;  // of those, handed to the sink (staged segments)
-  std::unique_ptr<std::byte, AlignedFree> staging_;
+  StagingBuffer staging_;
   bool piece_out_ = false;  // a published piece is not released yet
   bool piece_taken_ = false;
   Piece piece_;

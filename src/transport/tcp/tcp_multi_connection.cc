@@ -9,22 +9,15 @@
 #include <cstring>
 
 #include "base/log.h"
+#include "transport/posted_request.h"
 #include "transport/tcp/tcp_chunks.h"
+#include "transport/tcp/tcp_io.h"
 
 namespace ccl::transport::tcp {
 namespace {
 
 // A helper sleeps at most this long in poll(), so that it never sleeps unbounded.
 constexpr int kWorkerSliceMs = 100;
-
-FailureNotice notice_of(const NoticeFrame& frame) {
-  FailureNotice notice;
-  notice.code = frame.code;
-  notice.kind = frame.kind;
-  notice.origin = frame.origin;
-  notice.culprit = frame.culprit;
-  return notice;
-}
 
 void write_eventfd(int fd) {
   uint64_t one = 1;
@@ -169,11 +162,7 @@ void MultiConnection::poke_all(const std::vector<bool>& poked) {
 }
 
 void MultiConnection::post_send(SendRequest* request) {
-  if (request == nullptr || (request->bytes > 0 && request->data == nullptr)) {
-    throw_error(cclInvalidUsage, "tcp: post_send to rank %d without a buffer", peer());
-  }
-  request->done_bytes = 0;
-  request->complete = false;
+  start_send("tcp", request, peer());
   const uint32_t sequence = send_sequence_++;
   OutMessage& m = sends_.emplace_back();
   m.request = request;
@@ -200,11 +189,7 @@ void MultiConnection::post_send(SendRequest* request) {
 }
 
 void MultiConnection::post_recv(RecvRequest* request) {
-  if (request == nullptr || (request->bytes > 0 && request->sink == nullptr)) {
-    throw_error(cclInvalidUsage, "tcp: post_recv from rank %d without a sink", peer());
-  }
-  request->done_bytes = 0;
-  request->complete = false;
+  start_recv("tcp", request, peer());
   InMessage& m = recvs_.emplace_back();
   m.request = request;
   m.sequence = recv_sequence_++;

@@ -12,6 +12,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "transport/failure_notice.h"
+#include "transport/peer_list.h"
 #include "transport/tcp/tcp_connection.h"
 #include "transport/tcp/tcp_handshake.h"
 #include "transport/tcp/tcp_multi_connection.h"
@@ -42,24 +43,10 @@ class TcpTransport final : public Transport {
   const char* name() const override { return "tcp"; }
 
   std::vector<Connection*> connect(const SetupContext& ctx, std::span<const int> peers) override {
-    if (ctx.rank != rank_ || ctx.nranks != nranks_ || ctx.comm_tag != comm_tag_) {
-      throw_error(cclInvalidUsage, "tcp: connect() for another communicator than the transport's");
-    }
-    std::vector<int> sorted(peers.begin(), peers.end());
-    std::sort(sorted.begin(), sorted.end());
-    auto twice = std::adjacent_find(sorted.begin(), sorted.end());
-    if (twice != sorted.end()) {
-      throw_error(cclInvalidArgument, "tcp: rank %d listed twice in connect()", *twice);
-    }
-    std::vector<int> fresh;
-    for (int p : peers) {
-      if (p < 0 || p >= nranks_ || p == rank_) {
-        throw_error(cclInvalidArgument, "tcp: rank %d cannot connect to rank %d of %d", rank_, p,
-                    nranks_);
-      }
-      // A peer connected by an earlier call keeps its connection; both sides know it.
-      if (!connections_.count(p) && !multi_.count(p)) fresh.push_back(p);
-    }
+    // A peer connected by an earlier call keeps its connection; both sides know it.
+    std::vector<int> fresh =
+        peers_to_connect("tcp", ctx, rank_, nranks_, comm_tag_, peers,
+                         [&](int p) { return connections_.count(p) != 0 || multi_.count(p) != 0; });
     auto sockets = handshake_.establish(ctx, fresh);
     for (auto& [peer, established] : sockets) {
       CCL_INFO(kNet | kInit, "tcp: rank %d connected to rank %d (%s, %d socket(s), %d thread(s))",

@@ -3,6 +3,7 @@
 // (ucx_connection.h).
 #include <string>
 
+#include "transport/posted_request.h"
 #include "transport/registered_region.h"
 #include "transport/ucx/ucx_chunking.h"
 #include "transport/ucx/ucx_connection.h"
@@ -23,11 +24,7 @@ bool offerable(const RecvRequest& request, const std::byte* direct) {
 }  // namespace
 
 void UcxConnection::post_recv(RecvRequest* request) {
-  if (request == nullptr || (request->bytes > 0 && request->sink == nullptr)) {
-    throw_error(cclInvalidUsage, "ucx: post_recv from rank %d without a sink", peer());
-  }
-  request->done_bytes = 0;
-  request->complete = false;
+  start_recv("ucx", request, peer());
   std::byte* direct = request->bytes > 0 && request->sink != nullptr
                           ? request->sink->direct_destination()
                           : nullptr;

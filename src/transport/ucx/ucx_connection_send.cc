@@ -2,6 +2,7 @@
 // registered buffer (ucx_connection.h).
 #include <string>
 
+#include "transport/posted_request.h"
 #include "transport/registered_region.h"
 #include "transport/ucx/ucx_chunking.h"
 #include "transport/ucx/ucx_connection.h"
@@ -21,11 +22,7 @@ bool registered_for_ucx(const SendRequest& request) {
 }  // namespace
 
 void UcxConnection::post_send(SendRequest* request) {
-  if (request == nullptr || (request->bytes > 0 && request->data == nullptr)) {
-    throw_error(cclInvalidUsage, "ucx: post_send to rank %d without a buffer", peer());
-  }
-  request->done_bytes = 0;
-  request->complete = false;
+  start_send("ucx", request, peer());
   const size_t chunk_bytes = chunk_bytes_for(request->bytes);
   OutgoingMessage& m = sends_.emplace_back();
   m.request = request;

@@ -12,6 +12,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "transport/failure_notice.h"
+#include "transport/peer_list.h"
 #include "transport/ucx/ucx_connection.h"
 #include "transport/ucx/ucx_memory.h"
 #include "transport/ucx/ucx_options.h"
@@ -82,23 +83,8 @@ class UcxTransport final : public Transport {
   const char* name() const override { return "ucx"; }
 
   std::vector<Connection*> connect(const SetupContext& ctx, std::span<const int> peers) override {
-    if (ctx.rank != rank_ || ctx.nranks != nranks_ || ctx.comm_tag != comm_tag_) {
-      throw_error(cclInvalidUsage, "ucx: connect() for another communicator than the transport's");
-    }
-    std::vector<int> sorted(peers.begin(), peers.end());
-    std::sort(sorted.begin(), sorted.end());
-    auto twice = std::adjacent_find(sorted.begin(), sorted.end());
-    if (twice != sorted.end()) {
-      throw_error(cclInvalidArgument, "ucx: rank %d listed twice in connect()", *twice);
-    }
-    std::vector<int> fresh;
-    for (int p : peers) {
-      if (p < 0 || p >= nranks_ || p == rank_) {
-        throw_error(cclInvalidArgument, "ucx: rank %d cannot connect to rank %d of %d", rank_, p,
-                    nranks_);
-      }
-      if (!connections_.count(p)) fresh.push_back(p);
-    }
+    std::vector<int> fresh = peers_to_connect("ucx", ctx, rank_, nranks_, comm_tag_, peers,
+                                              [&](int p) { return connections_.count(p) != 0; });
     publish_address(ctx, worker_, &published_);
     for (auto& conn : connect_peers(ctx, worker_, fresh, options_, retired_)) {
       const int peer = conn->peer();

@@ -8,15 +8,6 @@ namespace {
 
 using std::chrono::milliseconds;
 
-void drive_until_error(Transport& t, Connection* c, milliseconds timeout = milliseconds(5000)) {
-  Deadline deadline = Deadline::after(timeout);
-  while (!deadline.expired()) {
-    c->progress();
-    t.wait(milliseconds(50));
-  }
-  ADD_FAILURE() << "no error within " << timeout.count() << " ms";
-}
-
 TEST_F(IbTest, AReceiveFromAKilledPeerFailsAtOnce) {
   InMemoryStore store;
   Mesh mesh = Mesh::make(2, store, unique_tag("kill-recv"));

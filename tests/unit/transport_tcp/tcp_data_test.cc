@@ -25,15 +25,7 @@ class TcpSizes : public ::testing::TestWithParam<std::tuple<size_t, SinkKind, So
 };
 
 // Runs each test under every socket configuration.
-class TcpSockets : public ::testing::TestWithParam<SocketConfig> {
- protected:
-  void SetUp() override {
-    use_loopback();
-    config_.emplace(GetParam());
-  }
-  void TearDown() override { config_.reset(); }
-  std::optional<ScopedSocketConfig> config_;
-};
+class TcpSockets : public SocketConfigTest {};
 
 std::string config_name(const ::testing::TestParamInfo<SocketConfig>& info) {
   return info.param.name();

@@ -9,28 +9,6 @@ namespace {
 
 using std::chrono::milliseconds;
 
-// Expects fn() to throw ccl::Error with `code` and a message containing `text`.
-template <class F>
-void expect_error(F&& fn, cclResult_t code, const std::string& text) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error; expected: " << text;
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), code) << e.what();
-    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
-  }
-}
-
-// Progresses and waits until something throws (the test fails after `timeout`).
-void drive_until_error(Transport& t, Connection* c, milliseconds timeout = milliseconds(5000)) {
-  Deadline deadline = Deadline::after(timeout);
-  while (!deadline.expired()) {
-    c->progress();
-    t.wait(milliseconds(50));
-  }
-  ADD_FAILURE() << "no error within " << timeout.count() << " ms";
-}
-
 void expect_size_mismatch(size_t sent, size_t expected) {
   use_loopback();
   InMemoryStore store;

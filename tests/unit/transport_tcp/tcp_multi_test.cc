@@ -21,26 +21,6 @@ using tcp::kMaxChunk;
 using tcp::kMinChunk;
 using tcp::kSplitBytes;
 
-template <class F>
-void expect_error(F&& fn, cclResult_t code, const std::string& text) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error; expected: " << text;
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), code) << e.what();
-    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
-  }
-}
-
-void drive_until_error(Transport& t, Connection* c, milliseconds timeout = milliseconds(5000)) {
-  Deadline deadline = Deadline::after(timeout);
-  while (!deadline.expired()) {
-    c->progress();
-    t.wait(milliseconds(50));
-  }
-  ADD_FAILURE() << "no error within " << timeout.count() << " ms";
-}
-
 TEST(TcpChunks, SmallMessagesAreNotSplit) {
   for (size_t bytes : {size_t{0}, size_t{1}, kSplitBytes - 1}) {
     EXPECT_EQ(chunk_layout(bytes, 4, 0).count, 0u) << bytes;
@@ -144,15 +124,7 @@ TEST(TcpSockets, RanksThatDisagreeOnTheCountFail) {
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(3));
 }
 
-class TcpMultiFailure : public ::testing::TestWithParam<SocketConfig> {
- protected:
-  void SetUp() override {
-    use_loopback();
-    config_.emplace(GetParam());
-  }
-  void TearDown() override { config_.reset(); }
-  std::optional<ScopedSocketConfig> config_;
-};
+class TcpMultiFailure : public SocketConfigTest {};
 
 // A split message of another size than posted: InternalError, nothing reaches a consume() sink.
 TEST_P(TcpMultiFailure, SizeMismatchOfASplitMessage) {

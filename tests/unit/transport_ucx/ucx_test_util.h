@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "../support/transport_test_sinks.h"
 #include "base/error.h"
 #include "core/bootstrap/store.h"
 #include "transport/registered_region.h"
@@ -45,25 +46,12 @@ inline void use_tls(const char* tls) {
 }
 inline std::string tls_name(const char* tls) { return tls == nullptr ? "default" : tls; }
 
-inline std::string unique_tag(const char* what) {
-  static std::atomic<int> counter{0};
-  return std::string(what) + "-" + std::to_string(getpid()) + "-" + std::to_string(counter++);
-}
-
-inline SetupContext make_context(int rank, int nranks, const std::string& tag, Store* store,
-                                 std::chrono::milliseconds timeout = std::chrono::seconds(10),
-                                 const AbortFlag* abort = nullptr) {
-  SetupContext ctx;
-  ctx.rank = rank;
-  ctx.nranks = nranks;
-  ctx.comm_tag = tag;
-  ctx.store = store;
-  ctx.peers.resize(nranks);
-  for (int r = 0; r < nranks; ++r) ctx.peers[r].rank = r;
-  ctx.deadline = Deadline::after(timeout);
-  ctx.abort = abort;
-  return ctx;
-}
+using transport_test::expect_error;
+using transport_test::make_context;
+using transport_test::run_ranks;
+using transport_test::SinkKind;
+using transport_test::TestSink;
+using transport_test::unique_tag;
 
 // Byte i of message `seed`: periodic in no power of two, so a chunk at a wrong offset shows.
 inline std::byte pattern(uint32_t seed, size_t i) {
@@ -72,123 +60,42 @@ inline std::byte pattern(uint32_t seed, size_t i) {
   return static_cast<std::byte>((x >> 23) ^ (x >> 7));
 }
 inline std::vector<std::byte> make_message(uint32_t seed, size_t bytes) {
-  std::vector<std::byte> v(bytes);
-  for (size_t i = 0; i < bytes; ++i) v[i] = pattern(seed, i);
-  return v;
+  return transport_test::make_message(seed, bytes, pattern);
 }
 inline long first_mismatch(const std::byte* got, size_t bytes, uint32_t seed) {
-  for (size_t i = 0; i < bytes; ++i) {
-    if (got[i] != pattern(seed, i)) return static_cast<long>(i);
-  }
-  return -1;
+  return transport_test::first_mismatch(got, bytes, seed, pattern);
 }
 inline long first_mismatch(const std::vector<std::byte>& got, uint32_t seed) {
-  return first_mismatch(got.data(), got.size(), seed);
+  return transport_test::first_mismatch(got, seed, pattern);
 }
-
-enum class SinkKind { Copy, AlignCheck, Direct };
-
-// Copy: copies pieces. AlignCheck: also checks the kPieceAlign rule and that pieces come in
-// order without gaps. Direct: offers its buffer (at `direct` when given, else its own) and
-// counts the pieces it should not get.
-class TestSink : public RecvSink {
- public:
-  TestSink(SinkKind kind, size_t bytes, std::byte* direct = nullptr)
-      : kind(kind), data(bytes, std::byte{0xee}), direct_(direct) {}
-  void consume(const std::byte* piece, size_t offset, size_t len) override {
-    ++pieces;
-    if (offset + len > data.size()) {
-      errors.push_back("piece past the end at " + std::to_string(offset));
-      return;
-    }
-    if (kind == SinkKind::AlignCheck) {
-      if (offset != next_offset_) errors.push_back("gap or overlap at " + std::to_string(offset));
-      if (offset % kPieceAlign != 0) errors.push_back("unaligned offset " + std::to_string(offset));
-      if (len % kPieceAlign != 0 && offset + len != data.size()) {
-        errors.push_back("unaligned length " + std::to_string(len));
-      }
-      if (len == 0) errors.push_back("empty piece");
-    }
-    next_offset_ = offset + len;
-    std::memcpy(data.data() + offset, piece, len);
-  }
-  std::byte* direct_destination() override {
-    if (kind != SinkKind::Direct || data.empty()) return nullptr;
-    return direct_ != nullptr ? direct_ : data.data();
-  }
-  const std::byte* received() const { return direct_ != nullptr ? direct_ : data.data(); }
-
-  SinkKind kind;
-  std::vector<std::byte> data;
-  size_t pieces = 0;
-  std::vector<std::string> errors;
-
- private:
-  std::byte* direct_;
-  size_t next_offset_ = 0;
-};
 
 // Progresses `conns` until done() or the timeout (false; no gtest, for forked children too).
 // Exceptions propagate.
 inline bool drive_until(Transport& transport, const std::vector<Connection*>& conns,
                         const std::function<bool()>& done,
                         std::chrono::milliseconds timeout = std::chrono::seconds(15)) {
-  const Deadline deadline = Deadline::after(timeout);
-  for (;;) {
-    bool moved = false;
-    for (Connection* c : conns) moved |= c->progress();
-    if (done()) return true;
-    if (deadline.expired()) return false;
-    if (!moved) transport.wait(std::chrono::milliseconds(20));
-  }
+  return transport_test::drive_until(transport, conns, done, timeout);
 }
 inline void drive(Transport& transport, const std::vector<Connection*>& conns,
                   const std::function<bool()>& done,
                   std::chrono::milliseconds timeout = std::chrono::seconds(15)) {
-  if (!drive_until(transport, conns, done, timeout)) ADD_FAILURE() << "drive() timed out";
-}
-
-// Runs fn(rank) on `nranks` threads; an exception in a rank fails the test with its message.
-inline void run_ranks(int nranks, const std::function<void(int)>& fn) {
-  std::mutex mutex;
-  std::vector<std::string> failures;
-  std::vector<std::thread> threads;
-  for (int r = 0; r < nranks; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        fn(r);
-      } catch (const std::exception& e) {
-        std::lock_guard<std::mutex> lock(mutex);
-        failures.push_back("rank " + std::to_string(r) + ": " + e.what());
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (const auto& f : failures) ADD_FAILURE() << f;
+  transport_test::drive(transport, conns, done, timeout);
 }
 
 // Every rank of a full mesh in this process, each made and connected on its own thread.
-struct Mesh {
+struct Mesh : transport_test::MeshConnections {
   InMemoryStore store;
-  std::vector<std::unique_ptr<Transport>> transports;
-  std::vector<std::vector<Connection*>> conns;  // conns[rank][peer], nullptr for itself
 
   explicit Mesh(int nranks, ucx::UcxOptions options = {},
                 const std::string& tag = unique_tag("mesh")) {
-    transports.resize(nranks);
-    conns.assign(nranks, std::vector<Connection*>(nranks, nullptr));
+    resize(nranks);
     run_ranks(nranks, [&](int rank) {
       SetupContext ctx = make_context(rank, nranks, tag, &store);
-      auto t = ucx::make_ucx_transport(ctx, options);
-      std::vector<int> peers;
-      for (int p = 0; p < nranks; ++p) {
-        if (p != rank) peers.push_back(p);
-      }
-      auto list = t->connect(ctx, peers);
-      for (size_t i = 0; i < peers.size(); ++i) conns[rank][peers[i]] = list[i];
-      transports[rank] = std::move(t);
+      connect_rank(ctx, ucx::make_ucx_transport(ctx, options));
     });
   }
+  // The transports go before the store they were set up through (a base outlives members).
+  ~Mesh() { transports.clear(); }
   bool ok() const {
     for (const auto& t : transports) {
       if (!t) return false;
@@ -196,13 +103,6 @@ struct Mesh {
     return true;
   }
   Connection* conn(int rank, int peer) const { return conns[rank][peer]; }
-  std::vector<Connection*> peers_of(int rank) const {
-    std::vector<Connection*> v;
-    for (Connection* c : conns[rank]) {
-      if (c != nullptr) v.push_back(c);
-    }
-    return v;
-  }
   // Progresses every rank from this thread until done() (the ranks' transports are distinct
   // workers, so one thread may drive them all in turn).
   bool drive_all(const std::function<bool()>& done,

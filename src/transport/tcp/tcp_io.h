@@ -1,0 +1,51 @@
+// What the tcp connection (tcp_connection.h) and a multi-socket pair's lanes (tcp_lane.h) share
+// in moving bytes through a non-blocking socket: the gather limits of one sendmsg, which errors
+// mean "try again later", the aligned staging buffer a receive goes through, and the notice
+// a NoticeFrame carries.
+#pragma once
+
+#include <errno.h>
+
+#include <cstddef>
+#include <cstdlib>
+#include <memory>
+
+#include "base/error.h"
+#include "transport/failure_notice.h"
+#include "transport/tcp/tcp_wire.h"
+#include "transport/transport.h"
+
+namespace ccl::transport::tcp {
+
+// Enough to gather many small queued messages in one sendmsg; well under IOV_MAX.
+inline constexpr int kMaxSendIov = 64;
+// Gathering beyond this gains nothing: the kernel takes a few MiB per call at most.
+inline constexpr size_t kMaxGatherBytes = 8 * 1024 * 1024;
+
+inline bool is_transient(int err) { return err == EAGAIN || err == EWOULDBLOCK; }
+
+struct AlignedFree {
+  void operator()(std::byte* p) const { std::free(p); }
+};
+using StagingBuffer = std::unique_ptr<std::byte, AlignedFree>;
+
+// A receive staging buffer of `bytes`, aligned to kPieceAlign; throws cclSystemError if none.
+inline StagingBuffer allocate_staging(size_t bytes) {
+  void* p = nullptr;
+  if (posix_memalign(&p, kPieceAlign, bytes) != 0) {
+    throw_error(cclSystemError, "tcp: cannot allocate a %zu-byte receive buffer", bytes);
+  }
+  return StagingBuffer(static_cast<std::byte*>(p));
+}
+
+// The failure notice a NoticeFrame carries.
+inline FailureNotice notice_of(const NoticeFrame& frame) {
+  FailureNotice notice;
+  notice.code = frame.code;
+  notice.kind = frame.kind;
+  notice.origin = frame.origin;
+  notice.culprit = frame.culprit;
+  return notice;
+}
+
+}  // namespace ccl::transport::tcp
