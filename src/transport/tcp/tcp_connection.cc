@@ -56,11 +56,14 @@ void TcpConnection::send_notice(const FailureNotice& notice) {
 bool TcpConnection::idle_peer_gone(bool abort_fails) {
   NoticeFrame frame{};
   const ssize_t n = peek_frame(&frame);
-  if (n < 0) return !is_transient(errno);  // ECONNRESET and the like: gone
-  if (n == 0) return true;                 // closed without a word
-  if (static_cast<size_t>(n) < sizeof(frame) || frame.magic != kNoticeMagic) return false;
-  if (frame.kind == kDeparted) return false;
-  if (!abort_fails && frame.kind == FailureNotice::kAborted) return false;
+  switch (classify_idle_peek(n, errno, frame, abort_fails)) {
+    case IdlePeek::kGone:
+      return true;
+    case IdlePeek::kNothing:
+      return false;
+    case IdlePeek::kNotice:
+      break;
+  }
   fail_notice(frame);
 }
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <errno.h>
+#include <sys/types.h>
 
 #include <cstddef>
 #include <cstdlib>
@@ -46,6 +47,21 @@ inline FailureNotice notice_of(const NoticeFrame& frame) {
   notice.origin = frame.origin;
   notice.culprit = frame.culprit;
   return notice;
+}
+
+// What a peek at the next bytes of a socket with nothing posted says (idle_peer_gone): the
+// peer is gone (closed without a word, or reset), nothing is known (data of a later message, a
+// goodbye, or an abort when `abort_fails` is false), or `frame` is a notice to throw.
+enum class IdlePeek { kGone, kNothing, kNotice };
+inline IdlePeek classify_idle_peek(ssize_t n, int err, const NoticeFrame& frame, bool abort_fails) {
+  if (n < 0) return is_transient(err) ? IdlePeek::kNothing : IdlePeek::kGone;
+  if (n == 0) return IdlePeek::kGone;
+  if (static_cast<size_t>(n) < sizeof(frame) || frame.magic != kNoticeMagic) {
+    return IdlePeek::kNothing;
+  }
+  if (frame.kind == kDeparted) return IdlePeek::kNothing;
+  if (!abort_fails && frame.kind == FailureNotice::kAborted) return IdlePeek::kNothing;
+  return IdlePeek::kNotice;
 }
 
 }  // namespace ccl::transport::tcp
