@@ -12,6 +12,9 @@
 // whose host dies, or whose RDMA (rc, dc) endpoint just stops answering, gives no such signal;
 // UCX finds it by keepalive every UCX_KEEPALIVE_INTERVAL, 20 s by default in 1.13. Unless the
 // user set it, the context uses kKeepaliveInterval, so that such a peer is found within a second.
+//
+// Speed: unless the user set UCX_TCP_TX_SEG_SIZE / UCX_TCP_RX_SEG_SIZE, UCX's tcp uses segments of
+// kTcpSegmentSize (the measurements are in ucx_worker.cc).
 #pragma once
 
 #include <ucp/api/ucp.h>
@@ -22,9 +25,15 @@
 
 namespace ccl::transport::ucx {
 
+// Whether UCX may open its tcp transport under these UCX_TLS and UCX_NET_DEVICES values (null:
+// unset): UCX_TLS unset, naming tcp or all, or excluding (^) a list without tcp; and
+// UCX_NET_DEVICES unset (a user who names devices tunes UCX himself).
+bool ucx_tcp_may_run(const char* tls, const char* net_devices);
+
 class UcxWorker {
  public:
   static constexpr const char* kKeepaliveInterval = "250ms";
+  static constexpr const char* kTcpSegmentSize = "512k";
 
   // Throws SystemError naming what UCX said (an unusable UCX_TLS, no transport at all).
   // `estimated_peers` sizes UCX's tables.
