@@ -2,28 +2,36 @@
 # shellcheck disable=SC2317  # cleanup runs from a trap
 # A network link goes down under a running communicator: two network namespaces (the "nodes" of
 # tests/netns/netns_cluster.sh, each joined by a veth pair to a bridge), L ranks of fault_check in
-# each running the mixed loop over tcp; once every rank is up, node 1's veth goes down
+# each running the mixed loop over tcp (or another network transport variant of
+# tests/netns/transport_variants.sh: tcp4, ucx); once every rank is up, node 1's veth goes down
 # (`ip link set veth1 down`). Every rank, on both sides, must then fail with cclRemoteError or
 # cclTimeout within CCL_TIMEOUT (+1 s), and no ccl-* file may be left in /dev/shm.
 #
-#   netns_link_down.sh [--ranks-per-node L] [--ccl-timeout S] FAULT_CHECK
+#   netns_link_down.sh [--ranks-per-node L] [--ccl-timeout S] [--variant V --ccl-topo T] FAULT_CHECK
 #
-# Exit status: 0 passed, 1 failed, 2 bad usage, 77 cannot run here (not root, no `ip netns`).
+# With --variant, the variant's transport is checked first (tests/netns/netns_variant.sh's check:
+# ccl-topo --pairs on the same shape must show it between the nodes); without, ccl's default.
+# Exit status: 0 passed, 1 failed, 2 bad usage, 77 cannot run here (not root, no `ip netns`, a
+# build without the variant's transport).
 # The namespaces are netns_cluster.sh's: it removes them on any exit, and so does the trap here
 # if it could not (they are named after its pid).
 set -u
 
 usage() {
-  sed -n '9p' "$0" | sed 's/^# *//' >&2
+  sed -n '10p' "$0" | sed 's/^# *//' >&2
   exit 2
 }
 per_node=1
 ccl_timeout=5
+variant=
+topo=
 prog=
 while [ $# -gt 0 ]; do
   case "$1" in
     --ranks-per-node) [ $# -ge 2 ] || usage; per_node=$2; shift 2 ;;
     --ccl-timeout) [ $# -ge 2 ] || usage; ccl_timeout=$2; shift 2 ;;
+    --variant) [ $# -ge 2 ] || usage; variant=$2; shift 2 ;;
+    --ccl-topo) [ $# -ge 2 ] || usage; topo=$2; shift 2 ;;
     -*) echo "$0: unknown option '$1'" >&2; usage ;;
     *) [ -z "$prog" ] || usage; prog=$1; shift ;;
   esac
@@ -40,7 +48,17 @@ skip() {
 command -v ip >/dev/null 2>&1 || skip "no 'ip' command (iproute2)"
 ip netns list >/dev/null 2>&1 || skip "'ip netns' does not work here"
 
-cluster=$(cd "$(dirname "$0")/../netns" && pwd)/netns_cluster.sh
+netns_dir=$(cd "$(dirname "$0")/../netns" && pwd)
+cluster=$netns_dir/netns_cluster.sh
+if [ -n "$variant" ]; then
+  [ -x "$topo" ] || { echo "$0: --variant needs --ccl-topo CCL_TOPO" >&2; usage; }
+  # shellcheck source-path=SCRIPTDIR source=../netns/transport_variants.sh
+  . "$netns_dir/transport_variants.sh"
+  variant_env "$variant" || { echo "$0: --variant must be one of $VARIANTS" >&2; usage; }
+  if why=$(variant_missing "$variant" "$topo"); then skip "variant $variant: $why"; fi
+  # netns_variant.sh checks the pairs' transport, then runs the cluster as netns_cluster.sh.
+  cluster="$netns_dir/netns_variant.sh $variant $topo $cluster"
+fi
 world=$((2 * per_node))
 dir=$(mktemp -d "${TMPDIR:-/tmp}/ccl-link-down.XXXXXX") || exit 2
 cluster_pid=
@@ -72,7 +90,8 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 before=$(list_shm)
-CCL_TIMEOUT=$ccl_timeout "$cluster" --nodes 2 --ranks-per-node "$per_node" --timeout 90 -- \
+# shellcheck disable=SC2086  # $cluster is the command and its leading arguments
+CCL_TIMEOUT=$ccl_timeout $cluster --nodes 2 --ranks-per-node "$per_node" --timeout 90 -- \
   "$prog" --mode link-down --dir "$dir" --timeout-ms $((ccl_timeout * 1000)) \
   --max-latency-ms 1000 --cap-ms 60000 >"$dir/log" 2>&1 &
 cluster_pid=$!

@@ -1,5 +1,7 @@
 #include "transport/ib/ib_wire.h"
 
+#include <infiniband/verbs.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -11,6 +13,8 @@ namespace {
 
 constexpr uint32_t kEndpointMagic = 0x63636c49;  // "cclI"
 constexpr uint32_t kEndpointVersion = 1;
+constexpr uint32_t kMax24Bit = (1u << 24) - 1;  // QP numbers and PSNs
+constexpr uint16_t kMaxUnicastLid = 0xbfff;     // above: multicast and the permissive LID
 
 struct Writer {
   std::vector<uint8_t> out;
@@ -35,6 +39,27 @@ struct Reader {
     return v;
   }
 };
+
+// What the verbs would take from a peer's record: a path MTU of the ibv_mtu enum (256..4096
+// bytes), 24-bit QP numbers and PSNs, and on InfiniBand a unicast LID (RoCE has none: 0).
+// Anything else would reach ibv_modify_qp and fail there with a bare EINVAL, or worse.
+void check_endpoint_ranges(const EndpointInfo& info) {
+  if (info.mtu < IBV_MTU_256 || info.mtu > IBV_MTU_4096) {
+    throw_error(cclRemoteError, "ib: connection record with path MTU code %u (expected %d..%d)",
+                info.mtu, IBV_MTU_256, IBV_MTU_4096);
+  }
+  if (info.ethernet == 0 && (info.lid == 0 || info.lid > kMaxUnicastLid)) {
+    throw_error(cclRemoteError, "ib: connection record with LID 0x%x (unicast LIDs are 0x1..0x%x)",
+                info.lid, kMaxUnicastLid);
+  }
+  for (size_t i = 0; i < info.qpn.size(); ++i) {
+    if (info.qpn[i] > kMax24Bit || info.psn[i] > kMax24Bit) {
+      throw_error(cclRemoteError,
+                  "ib: connection record with QP number 0x%x, PSN 0x%x (24 bits each)", info.qpn[i],
+                  info.psn[i]);
+    }
+  }
+}
 
 }  // namespace
 
@@ -93,6 +118,7 @@ EndpointInfo decode_endpoint(const std::vector<uint8_t>& bytes) {
     info.psn.push_back(r.get<uint32_t>());
   }
   if (r.at != bytes.size()) throw_error(cclRemoteError, "ib: connection record too long");
+  check_endpoint_ranges(info);
   return info;
 }
 
