@@ -6,7 +6,8 @@
 #                   trials in an ASan+UBSan build (build-asan/)
 #   make asan-full  the same without the subset: every test but the fault trials
 #   make tsan       the subset's unit and integration tests in a TSan build (build-tsan/), which
-#                   leaves out perf/ (its harness is single-threaded)
+#                   leaves out perf/ (its harness is single-threaded) and is built without the
+#                   CUDA toolkit (CCL_ENABLE_CUDA=OFF), so that CI builds ccl both ways
 #   make tsan-full  the same without the subset
 #   make fuzz       builds the libFuzzer targets with clang (build-fuzz/) and runs each for
 #                   FUZZ_SECONDS
@@ -57,7 +58,7 @@ asan-full: asan-build
 
 tsan-build: deps
 	cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCCL_SANITIZE=thread \
-	      -DCCL_BUILD_PERF=OFF
+	      -DCCL_BUILD_PERF=OFF -DCCL_ENABLE_CUDA=OFF
 	cmake --build build-tsan -j $(JOBS)
 
 tsan: tsan-build

@@ -248,6 +248,17 @@ CCL_API cclResult_t cclEventSynchronize(cclEvent_t event);
  *  NULL stream: the calling thread waits now, as cclEventSynchronize. */
 CCL_API cclResult_t cclStreamWaitEvent(cclStream_t stream, cclEvent_t event);
 
+/** CUDA streams (beyond API.md). `struct CUstream_st*` is cudaStream_t and CUstream, so a CUDA
+ *  program passes its stream without a cast; NULL is CUDA's legacy default stream. */
+struct CUstream_st;
+/** A ccl stream whose operations are ordered on CUDA stream `cudaStream`: each operation queued
+ *  on it starts once the CUDA work queued on `cudaStream` before it is done, and CUDA work queued
+ *  on `cudaStream` after the operation's call waits until the operation is done. Buffers may be
+ *  device memory (or host memory). The ccl stream is also an ordinary one (cclStreamSynchronize,
+ *  events); cclStreamDestroy frees it, not the CUDA stream. cclInvalidUsage where this process
+ *  has no CUDA driver, or the CUDA stream belongs to no usable context. */
+CCL_API cclResult_t cclStreamFromCuda(struct CUstream_st* cudaStream, cclStream_t* stream);
+
 #ifdef __cplusplus
 }
 #endif

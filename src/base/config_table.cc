@@ -87,6 +87,12 @@ const std::vector<ConfigVar>& config_vars() {
       {"CCL_IB_LIBRARY", ConfigType::String, "libibverbs.so.1",
        "the verbs library ccl loads at run time (dlopen); where it cannot be loaded the ib "
        "transport is unavailable and ccl says why"},
+      // CUDA
+      {"CCL_CUDA", ConfigType::Bool, "1",
+       "0: never load the CUDA driver (libcuda.so.1): every buffer is host memory and "
+       "cclStreamFromCuda fails"},
+      {"CCL_CUDA_LIBRARY", ConfigType::String, "libcuda.so.1",
+       "the CUDA driver library ccl loads at run time (dlopen)"},
       // Topology
       {"CCL_TOPO_FILE", ConfigType::String, "",
        "read the topology from this file (ccl's XML, or hwloc's from lstopo --of xml) instead of "

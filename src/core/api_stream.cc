@@ -47,6 +47,13 @@ cclResult_t cclStreamCreate(cclStream_t* stream) {
   });
 }
 
+cclResult_t cclStreamFromCuda(struct CUstream_st* cudaStream, cclStream_t* stream) {
+  return guarded(kNoComm, "cclStreamFromCuda", [&] {
+    if (stream == nullptr) throw_error(cclInvalidArgument, "cclStreamFromCuda: stream is NULL");
+    *stream = new cclStream(cudaStream);
+  });
+}
+
 cclResult_t cclStreamSynchronize(cclStream_t stream) {
   return with_result("cclStreamSynchronize",
                      [&] { return checked(stream, "cclStreamSynchronize")->synchronize(); });

@@ -33,6 +33,7 @@
 #include "core/comm/planner.h"
 #include "core/comm/status.h"
 #include "core/comm_layout.h"
+#include "core/device_staging.h"
 #include "core/flight_recorder.h"
 #include "core/op_check.h"
 #include "core/reduction_ops.h"
@@ -147,6 +148,22 @@ class Communicator {
   // Allreduce (root -1) or reduce to `root`; the caller holds op_mutex_.
   void reduce_to(const void* sendbuff, void* recvbuff, size_t count, cclDataType_t type,
                  cclRedOp_t op, int root);
+  // The collectives on host buffers (the public ones stage device buffers through staging_ and
+  // call these); the caller holds op_mutex_.
+  void broadcast_host(const void* sendbuff, void* recvbuff, size_t count, cclDataType_t type,
+                      int root);
+  void all_gather_host(const void* sendbuff, void* recvbuff, size_t sendcount, cclDataType_t type);
+  void all_gather_v_host(const void* sendbuff, void* recvbuff, std::span<const size_t> counts,
+                         std::span<const size_t> displs, cclDataType_t type);
+  void reduce_scatter_host(const void* sendbuff, void* recvbuff, size_t recvcount,
+                           cclDataType_t type, cclRedOp_t op);
+  void all_to_all_host(const void* sendbuff, void* recvbuff, size_t count, cclDataType_t type);
+  void all_to_all_v_host(const void* sendbuff, std::span<const size_t> sendcounts,
+                         std::span<const size_t> sdispls, void* recvbuff,
+                         std::span<const size_t> recvcounts, std::span<const size_t> rdispls,
+                         cclDataType_t type);
+  void point_to_point_host(std::span<const algo::PointToPoint> operations,
+                           std::span<std::byte* const> buffers);
 
   // The parts, in the order they are built: each gets references to those above it. The
   // destructor first shuts the async state down (joins the init thread, lets the queue finish),
@@ -158,6 +175,7 @@ class Communicator {
   Planner planner_;
   OpRunner runner_;
   ReductionOps reduction_ops_;
+  DeviceStaging staging_;  // CUDA device buffers through pinned host memory (device_staging.h)
 };
 
 }  // namespace ccl

@@ -20,17 +20,109 @@
 
 namespace ccl {
 
+namespace {
+
+// The bytes [0, extent) of a v-collective's buffer that `counts` and `displs` address.
+size_t extent_bytes(std::span<const size_t> counts, std::span<const size_t> displs,
+                    size_t elem_size) {
+  size_t extent = 0;
+  for (size_t q = 0; q < counts.size(); ++q) {
+    if (counts[q] != 0) extent = std::max(extent, displs[q] + counts[q]);
+  }
+  return extent * elem_size;
+}
+
+}  // namespace
+
+// The public collectives: their buffers as the staging sees them (what each rank reads and
+// writes), then the host path. Device buffers go through pinned host memory (device_staging.h).
+
 void Communicator::all_reduce(const void* sendbuff, void* recvbuff, size_t count,
                               cclDataType_t type, cclRedOp_t op) {
   std::lock_guard lock(runner_.mutex());
-  reduce_to(sendbuff, recvbuff, count, type, op, -1);
+  const size_t bytes = count * reduce::datatype_size(type);
+  staging_.stage("allreduce", {sendbuff, bytes}, {recvbuff, bytes},
+                 [&](const void* in, void* out) { reduce_to(in, out, count, type, op, -1); });
 }
 
 void Communicator::reduce(const void* sendbuff, void* recvbuff, size_t count, cclDataType_t type,
                           cclRedOp_t op, int root) {
   std::lock_guard lock(runner_.mutex());
-  reduce_to(sendbuff, recvbuff, count, type, op, root);
+  const size_t bytes = count * reduce::datatype_size(type);
+  staging_.stage("reduce", {sendbuff, bytes}, {recvbuff, rank() == root ? bytes : 0},
+                 [&](const void* in, void* out) { reduce_to(in, out, count, type, op, root); });
 }
+
+void Communicator::broadcast(const void* sendbuff, void* recvbuff, size_t count, cclDataType_t type,
+                             int root) {
+  std::lock_guard lock(runner_.mutex());
+  const size_t bytes = count * reduce::datatype_size(type);
+  staging_.stage("broadcast", {sendbuff, rank() == root ? bytes : 0}, {recvbuff, bytes},
+                 [&](const void* in, void* out) { broadcast_host(in, out, count, type, root); });
+}
+
+void Communicator::all_gather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                              cclDataType_t type) {
+  std::lock_guard lock(runner_.mutex());
+  const size_t bytes = sendcount * reduce::datatype_size(type);
+  staging_.stage("allgather", {sendbuff, bytes}, {recvbuff, bytes * nranks()},
+                 [&](const void* in, void* out) { all_gather_host(in, out, sendcount, type); });
+}
+
+void Communicator::all_gather_v(const void* sendbuff, void* recvbuff,
+                                std::span<const size_t> counts, std::span<const size_t> displs,
+                                cclDataType_t type) {
+  std::lock_guard lock(runner_.mutex());
+  const size_t elem = reduce::datatype_size(type);
+  staging_.stage("allgatherv", {sendbuff, counts[rank()] * elem},
+                 {recvbuff, extent_bytes(counts, displs, elem)}, [&](const void* in, void* out) {
+                   all_gather_v_host(in, out, counts, displs, type);
+                 });
+}
+
+void Communicator::reduce_scatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                  cclDataType_t type, cclRedOp_t op) {
+  std::lock_guard lock(runner_.mutex());
+  const size_t bytes = recvcount * reduce::datatype_size(type);
+  staging_.stage(
+      "reducescatter", {sendbuff, bytes * nranks()}, {recvbuff, bytes},
+      [&](const void* in, void* out) { reduce_scatter_host(in, out, recvcount, type, op); });
+}
+
+void Communicator::all_to_all(const void* sendbuff, void* recvbuff, size_t count,
+                              cclDataType_t type) {
+  std::lock_guard lock(runner_.mutex());
+  const size_t bytes = count * reduce::datatype_size(type) * nranks();
+  staging_.stage("alltoall", {sendbuff, bytes}, {recvbuff, bytes},
+                 [&](const void* in, void* out) { all_to_all_host(in, out, count, type); });
+}
+
+void Communicator::all_to_all_v(const void* sendbuff, std::span<const size_t> sendcounts,
+                                std::span<const size_t> sdispls, void* recvbuff,
+                                std::span<const size_t> recvcounts, std::span<const size_t> rdispls,
+                                cclDataType_t type) {
+  std::lock_guard lock(runner_.mutex());
+  const size_t elem = reduce::datatype_size(type);
+  staging_.stage("alltoallv", {sendbuff, extent_bytes(sendcounts, sdispls, elem)},
+                 {recvbuff, extent_bytes(recvcounts, rdispls, elem)},
+                 [&](const void* in, void* out) {
+                   all_to_all_v_host(in, sendcounts, sdispls, out, recvcounts, rdispls, type);
+                 });
+}
+
+void Communicator::point_to_point(std::span<const algo::PointToPoint> operations,
+                                  std::span<std::byte* const> buffers) {
+  std::lock_guard lock(runner_.mutex());
+  std::vector<StagedBuffer> staged(buffers.size());
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    staged[i] = {buffers[i], operations[i].bytes, operations[i].send};
+  }
+  staging_.stage_each("send/recv", staged, [&](std::span<std::byte* const> host) {
+    point_to_point_host(operations, host);
+  });
+}
+
+// The host path of each collective: the caller holds op_mutex_.
 
 void Communicator::reduce_to(const void* sendbuff, void* recvbuff, size_t count, cclDataType_t type,
                              cclRedOp_t op, int root) {
@@ -52,9 +144,8 @@ void Communicator::reduce_to(const void* sendbuff, void* recvbuff, size_t count,
                      root);
 }
 
-void Communicator::broadcast(const void* sendbuff, void* recvbuff, size_t count, cclDataType_t type,
-                             int root) {
-  std::lock_guard lock(runner_.mutex());
+void Communicator::broadcast_host(const void* sendbuff, void* recvbuff, size_t count,
+                                  cclDataType_t type, int root) {
   const OpRunner::OpScope scope = runner_.begin_op({OpKind::Broadcast, count, type, -1, root});
   if (count == 0) return;
   const algo::ExecOp exec = copy_op(type);
@@ -81,9 +172,8 @@ void Communicator::broadcast(const void* sendbuff, void* recvbuff, size_t count,
   runner_.run_choice(choice, "broadcast", sendbuff, recvbuff, count, bytes, exec, root, &memory);
 }
 
-void Communicator::all_gather(const void* sendbuff, void* recvbuff, size_t sendcount,
-                              cclDataType_t type) {
-  std::lock_guard lock(runner_.mutex());
+void Communicator::all_gather_host(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                   cclDataType_t type) {
   const OpRunner::OpScope scope = runner_.begin_op({OpKind::AllGather, sendcount, type});
   if (sendcount == 0) return;
   const algo::ExecOp exec = copy_op(type);
@@ -92,10 +182,9 @@ void Communicator::all_gather(const void* sendbuff, void* recvbuff, size_t sendc
   runner_.run_choice(choice, "allgather", sendbuff, recvbuff, sendcount, bytes, exec, -1);
 }
 
-void Communicator::all_gather_v(const void* sendbuff, void* recvbuff,
-                                std::span<const size_t> counts, std::span<const size_t> displs,
-                                cclDataType_t type) {
-  std::lock_guard lock(runner_.mutex());
+void Communicator::all_gather_v_host(const void* sendbuff, void* recvbuff,
+                                     std::span<const size_t> counts, std::span<const size_t> displs,
+                                     cclDataType_t type) {
   size_t total = 0;
   for (size_t c : counts) total += c;
   const OpRunner::OpScope scope = runner_.begin_op({OpKind::AllGatherV, total, type});
@@ -107,9 +196,8 @@ void Communicator::all_gather_v(const void* sendbuff, void* recvbuff,
                   sendbuff, recvbuff, exec, "allgatherv");
 }
 
-void Communicator::reduce_scatter(const void* sendbuff, void* recvbuff, size_t recvcount,
-                                  cclDataType_t type, cclRedOp_t op) {
-  std::lock_guard lock(runner_.mutex());
+void Communicator::reduce_scatter_host(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                       cclDataType_t type, cclRedOp_t op) {
   const OpRunner::OpScope scope = runner_.begin_op({OpKind::ReduceScatter, recvcount, type, op});
   if (recvcount == 0) return;
   const Reduction reduction = reduction_ops_.resolve(op, type, nranks());
@@ -120,9 +208,8 @@ void Communicator::reduce_scatter(const void* sendbuff, void* recvbuff, size_t r
                      recvcount * reduction.exec.elem_size, reduction.exec, -1);
 }
 
-void Communicator::all_to_all(const void* sendbuff, void* recvbuff, size_t count,
-                              cclDataType_t type) {
-  std::lock_guard lock(runner_.mutex());
+void Communicator::all_to_all_host(const void* sendbuff, void* recvbuff, size_t count,
+                                   cclDataType_t type) {
   const OpRunner::OpScope scope = runner_.begin_op({OpKind::AlltoAll, count, type});
   if (count == 0) return;
   const algo::ExecOp exec = copy_op(type);
@@ -136,20 +223,15 @@ void Communicator::all_to_all(const void* sendbuff, void* recvbuff, size_t count
   runner_.run_choice(choice, "alltoall", input, recvbuff, count, bytes, exec, -1);
 }
 
-void Communicator::all_to_all_v(const void* sendbuff, std::span<const size_t> sendcounts,
-                                std::span<const size_t> sdispls, void* recvbuff,
-                                std::span<const size_t> recvcounts, std::span<const size_t> rdispls,
-                                cclDataType_t type) {
-  std::lock_guard lock(runner_.mutex());
+void Communicator::all_to_all_v_host(const void* sendbuff, std::span<const size_t> sendcounts,
+                                     std::span<const size_t> sdispls, void* recvbuff,
+                                     std::span<const size_t> recvcounts,
+                                     std::span<const size_t> rdispls, cclDataType_t type) {
   const OpRunner::OpScope scope = runner_.begin_op({OpKind::AlltoAllV, 0, type});
   const algo::ExecOp exec = copy_op(type);
   const void* input = sendbuff;
   if (sendbuff == recvbuff) {
-    size_t extent = 0;
-    for (int q = 0; q < nranks(); ++q) {
-      if (sendcounts[q] != 0) extent = std::max(extent, sdispls[q] + sendcounts[q]);
-    }
-    input = runner_.staged_copy(sendbuff, extent * exec.elem_size);
+    input = runner_.staged_copy(sendbuff, extent_bytes(sendcounts, sdispls, exec.elem_size));
   }
   runner_.note_algorithm("pairwise", nullptr);
   runner_.execute(
@@ -164,9 +246,8 @@ void Communicator::barrier() {
                      copy_op(cclUint8), -1);
 }
 
-void Communicator::point_to_point(std::span<const algo::PointToPoint> operations,
-                                  std::span<std::byte* const> buffers) {
-  std::lock_guard lock(runner_.mutex());
+void Communicator::point_to_point_host(std::span<const algo::PointToPoint> operations,
+                                       std::span<std::byte* const> buffers) {
   const OpRunner::OpScope scope = runner_.begin_op({OpKind::SendRecv, operations.size(), -1, -1, -1,
                                                     operations.empty() ? -1 : operations[0].peer});
   runner_.note_group(operations);

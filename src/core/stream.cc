@@ -14,6 +14,30 @@ cclStream::cclStream()
     : core_(std::make_shared<ccl::StreamCore>(idle_poll())),
       worker_([core = core_] { core->worker_loop(); }) {}
 
+cclStream::cclStream(struct CUstream_st* cuda_stream)
+    : core_(std::make_shared<ccl::StreamCore>(idle_poll())),
+      cuda_(std::make_unique<ccl::cuda::StreamOrder>(cuda_stream)),
+      worker_([core = core_] { core->worker_loop(); }) {}
+
+void cclStream::enqueue(ccl::WorkItem work, std::chrono::milliseconds timeout) {
+  if (!cuda_) {
+    core_->enqueue(std::move(work), timeout);
+    return;
+  }
+  std::lock_guard lock(cuda_enqueue_);
+  const ccl::cuda::StreamOrder::Ticket ticket = cuda_->begin();
+  ccl::cuda::StreamOrder* order = cuda_.get();  // outlives the work: ~cclStream drains first
+  core_->enqueue(
+      [order, ticket, timeout, work = std::move(work)]() mutable {
+        const cclResult_t waited = order->wait(ticket, timeout);
+        const cclResult_t result = work();
+        order->end(ticket);
+        return waited != cclSuccess ? waited : result;
+      },
+      timeout);
+  cuda_->hold(ticket);
+}
+
 cclStream::~cclStream() {
   // Every queued item is bounded by its communicator's deadline, so the join is bounded too.
   (void)drain();

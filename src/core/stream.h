@@ -14,6 +14,7 @@
 #include "ccl/ccl.h"
 #include "core/stream_core.h"
 #include "core/work_item.h"
+#include "cuda/stream_order.h"
 
 namespace ccl {
 
@@ -34,13 +35,16 @@ struct cclStream {
   unsigned magic = kMagic;
 
   cclStream();
+  // cclStreamFromCuda: ordered on that CUDA stream (cuda/stream_order.h). Throws cclInvalidUsage
+  // where there is no CUDA driver.
+  explicit cclStream(struct CUstream_st* cuda_stream);
   ~cclStream();  // runs or waits for the queued work, then stops the worker
 
   // Queues `work` (a guarded API body: it returns a result and never throws); `timeout` bounds it
-  // (its communicator's timeout), see StreamCore::enqueue.
-  void enqueue(ccl::WorkItem work, std::chrono::milliseconds timeout) {
-    core_->enqueue(std::move(work), timeout);
-  }
+  // (its communicator's timeout), see StreamCore::enqueue. On a stream of cclStreamFromCuda the
+  // work first waits for the CUDA work queued before, and the CUDA stream waits for its end
+  // (throws cclUnhandledCudaError if the driver refuses either).
+  void enqueue(ccl::WorkItem work, std::chrono::milliseconds timeout);
   // Runs or waits for everything queued so far; returns and clears the first error since the
   // previous synchronize (cclTimeout if the stream stalled past its bound).
   cclResult_t synchronize();
@@ -53,6 +57,8 @@ struct cclStream {
 
  private:
   std::shared_ptr<ccl::StreamCore> core_;
+  std::unique_ptr<ccl::cuda::StreamOrder> cuda_;  // cclStreamFromCuda's; else null
+  std::mutex cuda_enqueue_;  // the order's numbers follow the queue's: one enqueue at a time
   std::thread worker_;
 };
 

@@ -7,6 +7,7 @@ and those of the modules listed as below it):
 
   base         errors, logging, config registry, deadlines       (nothing)
   reduce       reduction kernels, src/algorithms/reduce/          base
+  cuda         the CUDA driver loaded at run time, pointer kinds  base
   bootstrap    sockets, unique ids, the rendezvous store          base
   topology     discovery, the Topology graph, orders              base
   transport    the transport interface, shm, tcp, loopback        base, bootstrap
@@ -29,6 +30,7 @@ MODULES = [
     ("algorithms/reduce/", "reduce"),
     ("core/bootstrap/", "bootstrap"),
     ("base/", "base"),
+    ("cuda/", "cuda"),
     ("topology/", "topology"),
     ("transport/", "transport"),
     ("algorithms/", "algorithms"),
@@ -38,11 +40,12 @@ MODULES = [
 BELOW = {
     "base": set(),
     "reduce": {"base"},
+    "cuda": {"base"},
     "bootstrap": {"base"},
     "topology": {"base"},
     "transport": {"base", "bootstrap"},
     "algorithms": {"base", "reduce", "transport"},
-    "core": {"base", "reduce", "bootstrap", "topology", "transport", "algorithms"},
+    "core": {"base", "reduce", "cuda", "bootstrap", "topology", "transport", "algorithms"},
     "training": set(),
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')

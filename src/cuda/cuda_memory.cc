@@ -1,0 +1,165 @@
+#include "cuda/cuda_memory.h"
+
+#include "base/error.h"
+#include "cuda/cuda_driver.h"
+
+#if CCL_HAVE_CUDA_H
+#include "cuda/cuda_driver_api.h"
+#endif
+
+namespace ccl::cuda {
+
+#if CCL_HAVE_CUDA_H
+
+namespace {
+
+const DriverApi& driver(const char* what) {
+  const DriverApi* api = cuda_driver();
+  if (api == nullptr) {
+    throw_error(cclInvalidUsage, "%s: no CUDA driver (%s)", what,
+                cuda_unavailable_reason().c_str());
+  }
+  return *api;
+}
+
+CUdeviceptr address(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
+
+}  // namespace
+
+MemoryKind pointer_kind(const void* p) {
+  const DriverApi* api = cuda_driver();
+  if (api == nullptr || p == nullptr) return MemoryKind::Host;
+  unsigned int type = 0;
+  const CUresult status =
+      api->pointer_get_attribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, address(p));
+  // CUDA_ERROR_INVALID_VALUE: memory CUDA never saw (malloc, the stack, a mapping).
+  if (status != CUDA_SUCCESS) return MemoryKind::Host;
+  return type == CU_MEMORYTYPE_HOST ? MemoryKind::Host : MemoryKind::CudaDevice;
+}
+
+void* context_of(const void* device_ptr) {
+  const DriverApi& api = driver("context_of");
+  CUcontext context = nullptr;
+  if (api.pointer_get_attribute(&context, CU_POINTER_ATTRIBUTE_CONTEXT, address(device_ptr)) ==
+          CUDA_SUCCESS &&
+      context != nullptr) {
+    return context;
+  }
+  // Memory of stream-ordered pools and of cuMemMap has no context of its own: its device's
+  // primary context (the one the runtime uses) serves.
+  int ordinal = -1;
+  const CUresult status =
+      api.pointer_get_attribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, address(device_ptr));
+  if (status != CUDA_SUCCESS || ordinal < 0) {
+    throw_error(cclInvalidArgument, "%p is not memory CUDA knows", device_ptr);
+  }
+  check(api, api.primary_ctx_retain(&context, ordinal), "cuDevicePrimaryCtxRetain");
+  return context;
+}
+
+ContextScope::ContextScope(void* context) {
+  const DriverApi& api = driver("ContextScope");
+  CUcontext previous = nullptr;
+  check(api, api.ctx_get_current(&previous), "cuCtxGetCurrent");
+  previous_ = previous;
+  if (previous != static_cast<CUcontext>(context)) {
+    check(api, api.ctx_set_current(static_cast<CUcontext>(context)), "cuCtxSetCurrent");
+    changed_ = true;
+  }
+}
+
+ContextScope::~ContextScope() {
+  if (!changed_) return;
+  if (const DriverApi* api = cuda_driver()) api->ctx_set_current(static_cast<CUcontext>(previous_));
+}
+
+PinnedBuffer::~PinnedBuffer() {
+  if (data_ == nullptr) return;
+  if (const DriverApi* api = cuda_driver()) api->mem_free_host(data_);
+}
+
+std::byte* PinnedBuffer::reserve(size_t bytes) {
+  if (bytes <= capacity_ && data_ != nullptr) return data_;
+  const DriverApi& api = driver("PinnedBuffer");
+  if (data_ != nullptr) {
+    api.mem_free_host(data_);
+    data_ = nullptr;
+    capacity_ = 0;
+  }
+  const size_t want = bytes < 4096 ? 4096 : bytes;
+  void* p = nullptr;
+  const CUresult status =
+      api.mem_host_alloc(&p, want, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP);
+  if (status != CUDA_SUCCESS) {
+    throw_error(cclSystemError, "cannot pin %zu bytes of host memory for CUDA staging (%s)", want,
+                status == CUDA_ERROR_OUT_OF_MEMORY ? "out of memory" : "cuMemHostAlloc failed");
+  }
+  data_ = static_cast<std::byte*>(p);
+  capacity_ = want;
+  return data_;
+}
+
+uint64_t PinnedBuffer::device_address() const {
+  const DriverApi& api = driver("PinnedBuffer");
+  CUdeviceptr device = 0;
+  check(api, api.mem_host_get_device_pointer(&device, data_, 0), "cuMemHostGetDevicePointer");
+  return device;
+}
+
+OwnStream::~OwnStream() {
+  if (stream_ == nullptr) return;
+  if (const DriverApi* api = cuda_driver()) {
+    ContextScope scope(context_);
+    api->stream_destroy(static_cast<CUstream>(stream_));
+  }
+}
+
+void* OwnStream::get(void* context) {
+  if (stream_ != nullptr && context == context_) return stream_;
+  const DriverApi& api = driver("OwnStream");
+  if (stream_ != nullptr) {
+    ContextScope old(context_);
+    api.stream_destroy(static_cast<CUstream>(stream_));
+    stream_ = nullptr;
+  }
+  CUstream stream = nullptr;
+  check(api, api.stream_create(&stream, CU_STREAM_DEFAULT), "cuStreamCreate");
+  stream_ = stream;
+  context_ = context;
+  return stream_;
+}
+
+void OwnStream::copy(void* context, void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  const DriverApi& api = driver("OwnStream::copy");
+  CUstream stream = static_cast<CUstream>(get(context));
+  check(api, api.memcpy_async(address(dst), address(src), bytes, stream), "cuMemcpyAsync");
+  check(api, api.stream_synchronize(stream), "cuStreamSynchronize");
+}
+
+#else  // no CUDA headers: no driver, every pointer is host memory
+
+MemoryKind pointer_kind(const void*) { return MemoryKind::Host; }
+void* context_of(const void*) {
+  throw_error(cclInvalidUsage, "this build of ccl has no CUDA support");
+}
+ContextScope::ContextScope(void*) {
+  throw_error(cclInvalidUsage, "this build of ccl has no CUDA support");
+}
+ContextScope::~ContextScope() = default;
+PinnedBuffer::~PinnedBuffer() = default;
+std::byte* PinnedBuffer::reserve(size_t) {
+  throw_error(cclInvalidUsage, "this build of ccl has no CUDA support");
+}
+uint64_t PinnedBuffer::device_address() const { return 0; }
+OwnStream::~OwnStream() = default;
+void* OwnStream::get(void*) {
+  throw_error(cclInvalidUsage, "this build of ccl has no CUDA support");
+}
+void OwnStream::copy(void*, void*, const void*, size_t) {
+  throw_error(cclInvalidUsage, "this build of ccl has no CUDA support");
+}
+
+#endif
+
+}  // namespace ccl::cuda

@@ -1,0 +1,78 @@
+// What CUDA says about a pointer, and the host-side pieces the CUDA path is made of: a thread's
+// current context, pinned host buffers, a stream of ccl's own. Free of CUDA types, so that every
+// module may include it; the handles are opaque pointers (CUcontext, CUstream).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "base/memory_kind.h"
+
+namespace ccl::cuda {
+
+// CudaDevice for memory CUDA allocated on a device (cuMemAlloc, cudaMalloc, managed memory),
+// Host for anything else, and always Host where there is no driver (cuda_driver() is nullptr): a
+// host-only process never asks the driver anything. Pinned host memory (cuMemHostAlloc) is Host.
+// Costs one cuPointerGetAttribute where a driver is loaded.
+MemoryKind pointer_kind(const void* p);
+
+// The context a device pointer belongs to (its own, else its device's primary context).
+// Throws cclInvalidArgument for a pointer CUDA does not know.
+void* context_of(const void* device_ptr);
+
+// Makes `context` current on this thread for the scope, and the previous one again after it
+// (ccl's worker threads have none of their own).
+class ContextScope {
+ public:
+  explicit ContextScope(void* context);
+  ~ContextScope();
+  ContextScope(const ContextScope&) = delete;
+  ContextScope& operator=(const ContextScope&) = delete;
+
+ private:
+  void* previous_ = nullptr;
+  bool changed_ = false;
+};
+
+// Page-locked host memory (cuMemHostAlloc, portable and mapped into every context), that copies
+// to and from a device run at full speed and without a bounce; grows, never shrinks.
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  ~PinnedBuffer();
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+
+  // At least `bytes` (contents not kept across a growth). Throws cclSystemError when the driver
+  // cannot pin that much.
+  std::byte* reserve(size_t bytes);
+  std::byte* data() const { return data_; }
+  // The address of data() as device code sees it (cuMemHostGetDevicePointer).
+  uint64_t device_address() const;
+
+ private:
+  std::byte* data_ = nullptr;
+  size_t capacity_ = 0;
+};
+
+// A CUDA stream of ccl's own in `context` (a blocking stream: it waits for the work queued
+// before it on the legacy default stream, as NCCL's internal streams do).
+class OwnStream {
+ public:
+  OwnStream() = default;
+  ~OwnStream();
+  OwnStream(const OwnStream&) = delete;
+  OwnStream& operator=(const OwnStream&) = delete;
+
+  // The stream of `context`, made on first use (or again when the context changes); that context
+  // must be current.
+  void* get(void* context);
+  // cuMemcpyAsync on it (any direction, by unified addressing), then waits for it.
+  void copy(void* context, void* dst, const void* src, size_t bytes);
+
+ private:
+  void* context_ = nullptr;
+  void* stream_ = nullptr;
+};
+
+}  // namespace ccl::cuda

@@ -1,0 +1,155 @@
+#include "cuda/stream_order.h"
+
+#include <sched.h>
+
+#include <thread>
+
+#include "base/error.h"
+#include "cuda/cuda_driver.h"
+
+#if CCL_HAVE_CUDA_H
+#include "cuda/cuda_driver_api.h"
+#endif
+
+namespace ccl::cuda {
+
+#if CCL_HAVE_CUDA_H
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+const DriverApi& driver() {
+  const DriverApi* api = cuda_driver();
+  if (api == nullptr) {
+    throw_error(cclInvalidUsage, "cclStreamFromCuda: no CUDA driver (%s)",
+                cuda_unavailable_reason().c_str());
+  }
+  return *api;
+}
+
+std::atomic_ref<uint32_t> word_of(const PinnedBuffer& buffer) {
+  return std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(buffer.data()));
+}
+
+// Wrap-safe "a is at or past b", as CU_STREAM_WAIT_VALUE_GEQ compares.
+bool reached(uint32_t a, uint32_t b) { return static_cast<int32_t>(a - b) >= 0; }
+
+// The fallback hold: a host function on the CUDA stream that returns once the word reaches its
+// operation. Bounded: a ccl operation ends within its timeout; past kHostHoldLimit the CUDA
+// stream is let go (the ccl stream reports what went wrong).
+constexpr auto kHostHoldLimit = std::chrono::minutes(30);
+
+struct HostHold {
+  std::atomic<uint32_t>* word;
+  uint32_t seq;
+};
+
+void host_hold(void* data) {
+  std::unique_ptr<HostHold> hold(static_cast<HostHold*>(data));
+  const auto deadline = Clock::now() + kHostHoldLimit;
+  for (int spins = 0; !reached(hold->word->load(std::memory_order_acquire), hold->seq); ++spins) {
+    if (Clock::now() > deadline) return;
+    if (spins < 1000) {
+      sched_yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+}
+
+}  // namespace
+
+StreamOrder::StreamOrder(void* cuda_stream) : stream_(cuda_stream) {
+  const DriverApi& api = driver();
+  CUcontext context = nullptr;
+  const CUresult status = api.stream_get_ctx(static_cast<CUstream>(cuda_stream), &context);
+  if (status != CUDA_SUCCESS || context == nullptr) {
+    // The legacy default stream (NULL) belongs to the current context, if this thread has one.
+    if (cuda_stream == nullptr && api.ctx_get_current(&context) == CUDA_SUCCESS &&
+        context != nullptr) {
+      // taken below
+    } else {
+      throw_error(cclInvalidUsage,
+                  "cclStreamFromCuda: the CUDA stream %p has no usable context (make the "
+                  "stream's device current first, e.g. cudaSetDevice)",
+                  cuda_stream);
+    }
+  }
+  context_ = context;
+  ContextScope scope(context_);
+  word_.reserve(sizeof(uint32_t));
+  word_of(word_).store(0, std::memory_order_release);
+  word_device_ = word_.device_address();
+}
+
+StreamOrder::~StreamOrder() = default;  // the ccl stream drained its operations first
+
+StreamOrder::Ticket StreamOrder::begin() {
+  const DriverApi& api = driver();
+  ContextScope scope(context_);
+  CUevent event = nullptr;
+  check(api, api.event_create(&event, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+  const CUresult recorded = api.event_record(event, static_cast<CUstream>(stream_));
+  if (recorded != CUDA_SUCCESS) {
+    api.event_destroy(event);
+    check(api, recorded, "cuEventRecord on the CUDA stream");
+  }
+  return Ticket{event, ++next_seq_};
+}
+
+void StreamOrder::hold(const Ticket& ticket) {
+  const DriverApi& api = driver();
+  ContextScope scope(context_);
+  auto stream = static_cast<CUstream>(stream_);
+  if (!host_func_) {
+    const CUresult status =
+        api.stream_wait_value32(stream, word_device_, ticket.seq, CU_STREAM_WAIT_VALUE_GEQ);
+    if (status == CUDA_SUCCESS) return;
+    if (status != CUDA_ERROR_NOT_SUPPORTED) check(api, status, "cuStreamWaitValue32");
+    host_func_ = true;  // this device takes no stream memory operations: from now on, below
+  }
+  auto* hold = new HostHold{reinterpret_cast<std::atomic<uint32_t>*>(word_.data()), ticket.seq};
+  const CUresult status = api.launch_host_func(stream, host_hold, hold);
+  if (status != CUDA_SUCCESS) {
+    delete hold;
+    check(api, status, "cuLaunchHostFunc");
+  }
+}
+
+cclResult_t StreamOrder::wait(const Ticket& ticket, std::chrono::milliseconds timeout) {
+  const DriverApi& api = driver();
+  const auto deadline = Clock::now() + timeout;
+  ContextScope scope(context_);
+  for (int polls = 0;; ++polls) {
+    const CUresult status = api.event_query(static_cast<CUevent>(ticket.event));
+    if (status == CUDA_SUCCESS) return cclSuccess;
+    if (status != CUDA_ERROR_NOT_READY) return cclUnhandledCudaError;
+    if (Clock::now() > deadline) return cclTimeout;
+    if (polls < 100) {
+      sched_yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+  }
+}
+
+void StreamOrder::end(const Ticket& ticket) {
+  word_of(word_).store(ticket.seq, std::memory_order_release);
+  if (const DriverApi* api = cuda_driver()) api->event_destroy(static_cast<CUevent>(ticket.event));
+}
+
+#else
+
+StreamOrder::StreamOrder(void*) {
+  throw_error(cclInvalidUsage, "cclStreamFromCuda: this build of ccl has no CUDA support");
+}
+StreamOrder::~StreamOrder() = default;
+StreamOrder::Ticket StreamOrder::begin() { return {}; }
+void StreamOrder::hold(const Ticket&) {}
+cclResult_t StreamOrder::wait(const Ticket&, std::chrono::milliseconds) { return cclSuccess; }
+void StreamOrder::end(const Ticket&) {}
+
+#endif
+
+}  // namespace ccl::cuda

@@ -1,0 +1,338 @@
+#include "fake_driver.h"
+
+#include <cuda.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+
+#include "cuda/cuda_driver.h"
+#include "cuda/cuda_driver_api.h"
+
+namespace ccl_test::fake_cuda {
+namespace {
+
+constexpr size_t kArenaBytes = size_t{1} << 30;  // virtual: the memfd is sparse
+
+// A stream: a queue run in order by a thread of its own.
+class FakeStream {
+ public:
+  FakeStream() : thread_([this] { loop(); }) {}
+  ~FakeStream() {
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  void push(std::function<void()> fn) {
+    {
+      std::lock_guard lock(mutex_);
+      queue_.push_back(std::move(fn));
+    }
+    cv_.notify_all();
+  }
+  void drain() {
+    std::unique_lock lock(mutex_);
+    if (!idle_.wait_for(lock, std::chrono::seconds(60), [&] { return queue_.empty() && !busy_; })) {
+      throw std::runtime_error("fake CUDA stream did not drain in 60 s");
+    }
+  }
+
+ private:
+  void loop() {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      std::function<void()> fn = std::move(queue_.front());
+      queue_.pop_front();
+      busy_ = true;
+      lock.unlock();
+      fn();
+      lock.lock();
+      busy_ = false;
+      idle_.notify_all();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable cv_, idle_;
+  std::deque<std::function<void()>> queue_;
+  bool busy_ = false;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+struct FakeEvent {
+  std::atomic<bool> done{true};
+};
+
+struct State {
+  int fd = -1;
+  std::byte* device = nullptr;  // PROT_NONE: what device pointers point at
+  std::byte* view = nullptr;    // the same bytes, read-write, for the fake's own use
+  size_t used = 0;
+  std::mutex mutex;
+  std::map<uintptr_t, size_t> pinned;  // cuMemHostAlloc'd ranges
+  FakeStream* legacy = nullptr;
+  std::atomic<bool> refuse_wait_value{false};
+  ccl::cuda::DriverApi api;
+};
+
+State& state() {
+  static State* s = [] {
+    auto* st = new State();
+    st->fd = memfd_create("ccl-fake-cuda", 0);
+    if (st->fd < 0 || ftruncate(st->fd, static_cast<off_t>(kArenaBytes)) != 0) std::abort();
+    st->device = static_cast<std::byte*>(
+        mmap(nullptr, kArenaBytes, PROT_NONE, MAP_SHARED | MAP_NORESERVE, st->fd, 0));
+    st->view = static_cast<std::byte*>(
+        mmap(nullptr, kArenaBytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, st->fd, 0));
+    if (st->device == MAP_FAILED || st->view == MAP_FAILED) std::abort();
+    st->legacy = new FakeStream();
+    return st;
+  }();
+  return *s;
+}
+
+int context_object;
+CUcontext fake_context() { return reinterpret_cast<CUcontext>(&context_object); }
+thread_local CUcontext current_context = nullptr;
+
+bool is_device(uintptr_t p) {
+  State& s = state();
+  const auto base = reinterpret_cast<uintptr_t>(s.device);
+  return p >= base && p < base + kArenaBytes;
+}
+
+bool is_pinned(uintptr_t p) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  auto it = s.pinned.upper_bound(p);
+  if (it == s.pinned.begin()) return false;
+  --it;
+  return p < it->first + it->second;
+}
+
+void* host_view(uintptr_t p) {
+  return is_device(p) ? state().view + (p - reinterpret_cast<uintptr_t>(state().device))
+                      : reinterpret_cast<void*>(p);
+}
+
+FakeStream* stream_of(CUstream stream) {
+  if (stream == nullptr || stream == CU_STREAM_LEGACY) return state().legacy;
+  return reinterpret_cast<FakeStream*>(stream);
+}
+
+CUresult get_error_string(CUresult, const char** text) {
+  *text = "an error of the fake CUDA driver";
+  return CUDA_SUCCESS;
+}
+CUresult get_error_name(CUresult status, const char** name) {
+  *name = status == CUDA_ERROR_NOT_SUPPORTED ? "CUDA_ERROR_NOT_SUPPORTED" : "CUDA_ERROR_FAKE";
+  return CUDA_SUCCESS;
+}
+
+CUresult pointer_get_attribute(void* data, CUpointer_attribute attribute, CUdeviceptr ptr) {
+  const bool device = is_device(ptr);
+  if (!device && !is_pinned(ptr)) return CUDA_ERROR_INVALID_VALUE;
+  switch (attribute) {
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+      *static_cast<unsigned int*>(data) = device ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_CONTEXT:
+      *static_cast<CUcontext*>(data) = fake_context();
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+      *static_cast<int*>(data) = 0;
+      return CUDA_SUCCESS;
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+CUresult ctx_get_current(CUcontext* context) {
+  *context = current_context;
+  return CUDA_SUCCESS;
+}
+CUresult ctx_set_current(CUcontext context) {
+  current_context = context;
+  return CUDA_SUCCESS;
+}
+CUresult ctx_get_device(CUdevice* device) {
+  *device = 0;
+  return current_context != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+}
+CUresult primary_ctx_retain(CUcontext* context, CUdevice) {
+  *context = fake_context();
+  return CUDA_SUCCESS;
+}
+CUresult device_get_attribute(int* value, CUdevice_attribute, CUdevice) {
+  *value = 1;
+  return CUDA_SUCCESS;
+}
+CUresult stream_get_ctx(CUstream, CUcontext* context) {
+  *context = fake_context();
+  return CUDA_SUCCESS;
+}
+CUresult stream_create(CUstream* stream, unsigned int) {
+  *stream = reinterpret_cast<CUstream>(new FakeStream());
+  return CUDA_SUCCESS;
+}
+CUresult stream_destroy(CUstream stream) {
+  if (stream == nullptr || stream == CU_STREAM_LEGACY) return CUDA_ERROR_INVALID_HANDLE;
+  delete reinterpret_cast<FakeStream*>(stream);
+  return CUDA_SUCCESS;
+}
+CUresult stream_synchronize(CUstream stream) {
+  stream_of(stream)->drain();
+  return CUDA_SUCCESS;
+}
+CUresult stream_wait_value32(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int) {
+  if (state().refuse_wait_value.load()) return CUDA_ERROR_NOT_SUPPORTED;
+  auto* word = static_cast<std::atomic<uint32_t>*>(host_view(addr));
+  stream_of(stream)->push([word, value] {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (static_cast<int32_t>(word->load(std::memory_order_acquire) - value) < 0 &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  });
+  return CUDA_SUCCESS;
+}
+CUresult launch_host_func(CUstream stream, CUhostFn fn, void* data) {
+  stream_of(stream)->push([fn, data] { fn(data); });
+  return CUDA_SUCCESS;
+}
+CUresult event_create(CUevent* event, unsigned int) {
+  *event = reinterpret_cast<CUevent>(new FakeEvent());
+  return CUDA_SUCCESS;
+}
+CUresult event_destroy(CUevent event) {
+  delete reinterpret_cast<FakeEvent*>(event);
+  return CUDA_SUCCESS;
+}
+CUresult event_record(CUevent event, CUstream stream) {
+  auto* e = reinterpret_cast<FakeEvent*>(event);
+  e->done.store(false);
+  stream_of(stream)->push([e] { e->done.store(true, std::memory_order_release); });
+  return CUDA_SUCCESS;
+}
+CUresult event_query(CUevent event) {
+  return reinterpret_cast<FakeEvent*>(event)->done.load(std::memory_order_acquire)
+             ? CUDA_SUCCESS
+             : CUDA_ERROR_NOT_READY;
+}
+CUresult mem_alloc(CUdeviceptr* ptr, size_t bytes) {
+  *ptr = reinterpret_cast<CUdeviceptr>(device_alloc(bytes));
+  return CUDA_SUCCESS;
+}
+CUresult mem_free(CUdeviceptr) { return CUDA_SUCCESS; }
+CUresult mem_host_alloc(void** p, size_t bytes, unsigned int) {
+  *p = std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
+  if (*p == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  s.pinned[reinterpret_cast<uintptr_t>(*p)] = bytes;
+  return CUDA_SUCCESS;
+}
+CUresult mem_free_host(void* p) {
+  State& s = state();
+  {
+    std::lock_guard lock(s.mutex);
+    s.pinned.erase(reinterpret_cast<uintptr_t>(p));
+  }
+  std::free(p);
+  return CUDA_SUCCESS;
+}
+CUresult mem_host_get_device_pointer(CUdeviceptr* device, void* host, unsigned int) {
+  *device = reinterpret_cast<CUdeviceptr>(host);  // unified addressing
+  return CUDA_SUCCESS;
+}
+CUresult memcpy_async(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream) {
+  void* to = host_view(dst);
+  const void* from = host_view(src);
+  stream_of(stream)->push([to, from, bytes] { std::memcpy(to, from, bytes); });
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+void install() {
+  State& s = state();
+  ccl::cuda::DriverApi& api = s.api;
+  api.driver_version = 13000;
+  api.get_error_string = get_error_string;
+  api.get_error_name = get_error_name;
+  api.pointer_get_attribute = pointer_get_attribute;
+  api.ctx_get_current = ctx_get_current;
+  api.ctx_set_current = ctx_set_current;
+  api.ctx_get_device = ctx_get_device;
+  api.primary_ctx_retain = primary_ctx_retain;
+  api.device_get_attribute = device_get_attribute;
+  api.stream_get_ctx = stream_get_ctx;
+  api.stream_create = stream_create;
+  api.stream_destroy = stream_destroy;
+  api.stream_synchronize = stream_synchronize;
+  api.stream_wait_value32 = stream_wait_value32;
+  api.launch_host_func = launch_host_func;
+  api.event_create = event_create;
+  api.event_destroy = event_destroy;
+  api.event_record = event_record;
+  api.event_query = event_query;
+  api.mem_alloc = mem_alloc;
+  api.mem_free = mem_free;
+  api.mem_host_alloc = mem_host_alloc;
+  api.mem_free_host = mem_free_host;
+  api.mem_host_get_device_pointer = mem_host_get_device_pointer;
+  api.memcpy_async = memcpy_async;
+  ccl::cuda::set_cuda_driver_for_testing(&api);
+}
+
+void uninstall() { ccl::cuda::set_cuda_driver_for_testing(nullptr); }
+
+void refuse_stream_wait_value(bool refuse) { state().refuse_wait_value.store(refuse); }
+
+void* device_alloc(size_t bytes) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  const size_t at = (s.used + 255) / 256 * 256;
+  if (at + bytes > kArenaBytes) throw std::runtime_error("fake CUDA device memory exhausted");
+  s.used = at + bytes;
+  return s.device + at;
+}
+
+void device_free(void*) {}  // the arena is the process's; tests allocate little
+
+void to_device(void* device_dst, const void* host_src, size_t bytes) {
+  std::memcpy(host_view(reinterpret_cast<uintptr_t>(device_dst)), host_src, bytes);
+}
+
+void from_device(void* host_dst, const void* device_src, size_t bytes) {
+  std::memcpy(host_dst, host_view(reinterpret_cast<uintptr_t>(device_src)), bytes);
+}
+
+CUstream_st* create_stream() {
+  CUstream stream = nullptr;
+  stream_create(&stream, 0);
+  return stream;
+}
+void destroy_stream(CUstream_st* stream) { stream_destroy(stream); }
+void launch(CUstream_st* stream, std::function<void()> fn) {
+  stream_of(stream)->push(std::move(fn));
+}
+void synchronize(CUstream_st* stream) { stream_of(stream)->drain(); }
+void* alias(const void* device_ptr) { return host_view(reinterpret_cast<uintptr_t>(device_ptr)); }
+
+}  // namespace ccl_test::fake_cuda

@@ -1,0 +1,41 @@
+// A fake CUDA driver behind ccl's driver table (src/cuda/cuda_driver_api.h), for the tests of the
+// CUDA path on machines without a GPU.
+//
+// Device memory is strict: an arena whose addresses (the "device" view) are mapped PROT_NONE, so
+// any host load or store through a device pointer faults, as it would on a real GPU; the fake
+// driver reaches the same bytes through a second mapping of the same memfd. Streams are real
+// queues, each run by a thread of its own, so work queued on a stream runs later, in order, as on
+// a GPU: a test that forgot to wait for a stream reads stale data.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+
+struct CUstream_st;
+
+namespace ccl_test::fake_cuda {
+
+// Installs the fake driver (ccl::cuda::set_cuda_driver_for_testing); uninstall() puts "no
+// driver" back. Both between tests only, with no communicator alive.
+void install();
+void uninstall();
+// Make cuStreamWaitValue32 answer CUDA_ERROR_NOT_SUPPORTED (the host-function fallback).
+void refuse_stream_wait_value(bool refuse);
+
+// Device memory: allocation (as cuMemAlloc), and the test's own access to it.
+void* device_alloc(size_t bytes);
+void device_free(void* p);
+void to_device(void* device_dst, const void* host_src, size_t bytes);    // synchronous
+void from_device(void* host_dst, const void* device_src, size_t bytes);  // synchronous
+
+// A CUDA stream of the fake driver (cuStreamCreate), and "kernels": work on a stream, run on its
+// thread in order; `fn` gets a host-accessible alias of device memory through alias().
+CUstream_st* create_stream();
+void destroy_stream(CUstream_st* stream);
+void launch(CUstream_st* stream, std::function<void()> fn);
+void synchronize(CUstream_st* stream);
+// The host-accessible alias of a device address (for launch()'s work only).
+void* alias(const void* device_ptr);
+
+}  // namespace ccl_test::fake_cuda
