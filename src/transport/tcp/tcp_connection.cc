@@ -48,22 +48,15 @@ ssize_t TcpConnection::peek_frame(NoticeFrame* frame) {
 void TcpConnection::send_notice(const FailureNotice& notice) {
   if (notice_sent_ || !socket_.valid()) return;
   notice_sent_ = true;
-  send_at_boundary(NoticeFrame{kNoticeMagic, static_cast<int16_t>(notice.code),
-                               static_cast<int16_t>(notice.kind), notice.origin, notice.culprit});
+  send_at_boundary(frame_of(notice));
   ::shutdown(socket_.fd(), SHUT_WR);
 }
 
 bool TcpConnection::idle_peer_gone(bool abort_fails) {
   NoticeFrame frame{};
   const ssize_t n = peek_frame(&frame);
-  switch (classify_idle_peek(n, errno, frame, abort_fails)) {
-    case IdlePeek::kGone:
-      return true;
-    case IdlePeek::kNothing:
-      return false;
-    case IdlePeek::kNotice:
-      break;
-  }
+  const IdlePeek peek = classify_idle_peek(n, errno, frame, abort_fails);
+  if (peek != IdlePeek::kNotice) return peek == IdlePeek::kGone;
   fail_notice(frame);
 }
 

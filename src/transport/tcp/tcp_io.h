@@ -49,6 +49,12 @@ inline FailureNotice notice_of(const NoticeFrame& frame) {
   return notice;
 }
 
+// The NoticeFrame that carries `notice` (the reverse of notice_of).
+inline NoticeFrame frame_of(const FailureNotice& notice) {
+  return NoticeFrame{kNoticeMagic, static_cast<int16_t>(notice.code),
+                     static_cast<int16_t>(notice.kind), notice.origin, notice.culprit};
+}
+
 // What a peek at the next bytes of a socket with nothing posted says (idle_peer_gone): the
 // peer is gone (closed without a word, or reset), nothing is known (data of a later message, a
 // goodbye, or an abort when `abort_fails` is false), or `frame` is a notice to throw.

@@ -390,22 +390,15 @@ void MultiConnection::send_notice(const FailureNotice& notice) {
   if (notice_sent_) return;
   notice_sent_ = true;
   stop_workers();
-  send_at_boundary(NoticeFrame{kNoticeMagic, static_cast<int16_t>(notice.code),
-                               static_cast<int16_t>(notice.kind), notice.origin, notice.culprit});
+  send_at_boundary(frame_of(notice));
   for (const auto& lane : lanes_) ::shutdown(lane->fd(), SHUT_WR);
 }
 
 bool MultiConnection::idle_peer_gone(bool abort_fails) {
   NoticeFrame frame{};
   const ssize_t n = peek_frame(&frame);
-  switch (classify_idle_peek(n, errno, frame, abort_fails)) {
-    case IdlePeek::kGone:
-      return true;
-    case IdlePeek::kNothing:
-      return false;
-    case IdlePeek::kNotice:
-      break;
-  }
+  const IdlePeek peek = classify_idle_peek(n, errno, frame, abort_fails);
+  if (peek != IdlePeek::kNotice) return peek == IdlePeek::kGone;
   fail_notice(frame);
 }
 
