@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "base/config.h"
+#include "base/error.h"
 #include "base/log.h"
 
 #if CCL_HAVE_CUDA_H
@@ -140,12 +141,22 @@ std::string cuda_unavailable_reason() {
   return the_driver().reason;
 }
 
+void throw_no_driver(const char* what) {
+  throw_error(cclInvalidUsage, "%s: no CUDA driver (%s)", what, cuda_unavailable_reason().c_str());
+}
+
 void set_cuda_driver_for_testing(const DriverApi* api) {
   test_api.store(api);
   test_override.store(true, std::memory_order_release);
 }
 
 #if CCL_HAVE_CUDA_H
+const DriverApi& require_driver(const char* what) {
+  const DriverApi* api = cuda_driver();
+  if (api == nullptr) throw_no_driver(what);
+  return *api;
+}
+
 void check(const DriverApi& api, CUresult status, const char* what) {
   if (status == CUDA_SUCCESS) return;
   const char* name = nullptr;

@@ -20,6 +20,10 @@ const DriverApi* cuda_driver();
 // CUDA support"), or "" when it is not.
 std::string cuda_unavailable_reason();
 
+// Throws cclInvalidUsage "<what>: no CUDA driver (<cuda_unavailable_reason()>)": what every
+// call that needs the driver does where there is none.
+[[noreturn]] void throw_no_driver(const char* what);
+
 // Replaces the driver for this process (nullptr: back to "no driver"), for tests. Not thread-safe
 // against calls in flight: install before the first communicator.
 void set_cuda_driver_for_testing(const DriverApi* api);

@@ -42,6 +42,9 @@ struct DriverApi {
   decltype(&::cuMemcpyAsync) memcpy_async = nullptr;
 };
 
+// The loaded driver; throw_no_driver(what) where there is none.
+const DriverApi& require_driver(const char* what);
+
 // Throws cclUnhandledCudaError "<what>: CUDA_ERROR_...: <the driver's text>" unless `status` is
 // CUDA_SUCCESS.
 void check(const DriverApi& api, CUresult status, const char* what);

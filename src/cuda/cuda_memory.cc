@@ -13,15 +13,6 @@ namespace ccl::cuda {
 
 namespace {
 
-const DriverApi& driver(const char* what) {
-  const DriverApi* api = cuda_driver();
-  if (api == nullptr) {
-    throw_error(cclInvalidUsage, "%s: no CUDA driver (%s)", what,
-                cuda_unavailable_reason().c_str());
-  }
-  return *api;
-}
-
 CUdeviceptr address(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
 
 }  // namespace
@@ -38,7 +29,7 @@ MemoryKind pointer_kind(const void* p) {
 }
 
 void* context_of(const void* device_ptr) {
-  const DriverApi& api = driver("context_of");
+  const DriverApi& api = require_driver("context_of");
   CUcontext context = nullptr;
   if (api.pointer_get_attribute(&context, CU_POINTER_ATTRIBUTE_CONTEXT, address(device_ptr)) ==
           CUDA_SUCCESS &&
@@ -58,7 +49,7 @@ void* context_of(const void* device_ptr) {
 }
 
 ContextScope::ContextScope(void* context) {
-  const DriverApi& api = driver("ContextScope");
+  const DriverApi& api = require_driver("ContextScope");
   CUcontext previous = nullptr;
   check(api, api.ctx_get_current(&previous), "cuCtxGetCurrent");
   previous_ = previous;
@@ -80,7 +71,7 @@ PinnedBuffer::~PinnedBuffer() {
 
 std::byte* PinnedBuffer::reserve(size_t bytes) {
   if (bytes <= capacity_ && data_ != nullptr) return data_;
-  const DriverApi& api = driver("PinnedBuffer");
+  const DriverApi& api = require_driver("PinnedBuffer");
   if (data_ != nullptr) {
     api.mem_free_host(data_);
     data_ = nullptr;
@@ -100,7 +91,7 @@ std::byte* PinnedBuffer::reserve(size_t bytes) {
 }
 
 uint64_t PinnedBuffer::device_address() const {
-  const DriverApi& api = driver("PinnedBuffer");
+  const DriverApi& api = require_driver("PinnedBuffer");
   CUdeviceptr device = 0;
   check(api, api.mem_host_get_device_pointer(&device, data_, 0), "cuMemHostGetDevicePointer");
   return device;
@@ -116,7 +107,7 @@ OwnStream::~OwnStream() {
 
 void* OwnStream::get(void* context) {
   if (stream_ != nullptr && context == context_) return stream_;
-  const DriverApi& api = driver("OwnStream");
+  const DriverApi& api = require_driver("OwnStream");
   if (stream_ != nullptr) {
     ContextScope old(context_);
     api.stream_destroy(static_cast<CUstream>(stream_));
@@ -131,7 +122,7 @@ void* OwnStream::get(void* context) {
 
 void OwnStream::copy(void* context, void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return;
-  const DriverApi& api = driver("OwnStream::copy");
+  const DriverApi& api = require_driver("OwnStream::copy");
   CUstream stream = static_cast<CUstream>(get(context));
   check(api, api.memcpy_async(address(dst), address(src), bytes, stream), "cuMemcpyAsync");
   check(api, api.stream_synchronize(stream), "cuStreamSynchronize");
@@ -140,25 +131,15 @@ void OwnStream::copy(void* context, void* dst, const void* src, size_t bytes) {
 #else  // no CUDA headers: no driver, every pointer is host memory
 
 MemoryKind pointer_kind(const void*) { return MemoryKind::Host; }
-void* context_of(const void*) {
-  throw_error(cclInvalidUsage, "this build of ccl has no CUDA support");
-}
-ContextScope::ContextScope(void*) {
-  throw_error(cclInvalidUsage, "this build of ccl has no CUDA support");
-}
+void* context_of(const void*) { throw_no_driver("context_of"); }
+ContextScope::ContextScope(void*) { throw_no_driver("ContextScope"); }
 ContextScope::~ContextScope() = default;
 PinnedBuffer::~PinnedBuffer() = default;
-std::byte* PinnedBuffer::reserve(size_t) {
-  throw_error(cclInvalidUsage, "this build of ccl has no CUDA support");
-}
+std::byte* PinnedBuffer::reserve(size_t) { throw_no_driver("PinnedBuffer"); }
 uint64_t PinnedBuffer::device_address() const { return 0; }
 OwnStream::~OwnStream() = default;
-void* OwnStream::get(void*) {
-  throw_error(cclInvalidUsage, "this build of ccl has no CUDA support");
-}
-void OwnStream::copy(void*, void*, const void*, size_t) {
-  throw_error(cclInvalidUsage, "this build of ccl has no CUDA support");
-}
+void* OwnStream::get(void*) { throw_no_driver("OwnStream"); }
+void OwnStream::copy(void*, void*, const void*, size_t) { throw_no_driver("OwnStream::copy"); }
 
 #endif
 

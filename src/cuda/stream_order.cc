@@ -19,15 +19,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-const DriverApi& driver() {
-  const DriverApi* api = cuda_driver();
-  if (api == nullptr) {
-    throw_error(cclInvalidUsage, "cclStreamFromCuda: no CUDA driver (%s)",
-                cuda_unavailable_reason().c_str());
-  }
-  return *api;
-}
-
 std::atomic_ref<uint32_t> word_of(const PinnedBuffer& buffer) {
   return std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(buffer.data()));
 }
@@ -61,7 +52,7 @@ void host_hold(void* data) {
 }  // namespace
 
 StreamOrder::StreamOrder(void* cuda_stream) : stream_(cuda_stream) {
-  const DriverApi& api = driver();
+  const DriverApi& api = require_driver("cclStreamFromCuda");
   CUcontext context = nullptr;
   const CUresult status = api.stream_get_ctx(static_cast<CUstream>(cuda_stream), &context);
   if (status != CUDA_SUCCESS || context == nullptr) {
@@ -86,7 +77,7 @@ StreamOrder::StreamOrder(void* cuda_stream) : stream_(cuda_stream) {
 StreamOrder::~StreamOrder() = default;  // the ccl stream drained its operations first
 
 StreamOrder::Ticket StreamOrder::begin() {
-  const DriverApi& api = driver();
+  const DriverApi& api = require_driver("cclStreamFromCuda");
   ContextScope scope(context_);
   CUevent event = nullptr;
   check(api, api.event_create(&event, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
@@ -99,7 +90,7 @@ StreamOrder::Ticket StreamOrder::begin() {
 }
 
 void StreamOrder::hold(const Ticket& ticket) {
-  const DriverApi& api = driver();
+  const DriverApi& api = require_driver("cclStreamFromCuda");
   ContextScope scope(context_);
   auto stream = static_cast<CUstream>(stream_);
   if (!host_func_) {
@@ -118,7 +109,7 @@ void StreamOrder::hold(const Ticket& ticket) {
 }
 
 cclResult_t StreamOrder::wait(const Ticket& ticket, std::chrono::milliseconds timeout) {
-  const DriverApi& api = driver();
+  const DriverApi& api = require_driver("cclStreamFromCuda");
   const auto deadline = Clock::now() + timeout;
   ContextScope scope(context_);
   for (int polls = 0;; ++polls) {
@@ -141,9 +132,7 @@ void StreamOrder::end(const Ticket& ticket) {
 
 #else
 
-StreamOrder::StreamOrder(void*) {
-  throw_error(cclInvalidUsage, "cclStreamFromCuda: this build of ccl has no CUDA support");
-}
+StreamOrder::StreamOrder(void*) { throw_no_driver("cclStreamFromCuda"); }
 StreamOrder::~StreamOrder() = default;
 StreamOrder::Ticket StreamOrder::begin() { return {}; }
 void StreamOrder::hold(const Ticket&) {}
