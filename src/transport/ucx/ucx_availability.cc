@@ -94,6 +94,14 @@ std::vector<UcxResource> parse_context_info(std::string_view text) {
   return resources;
 }
 
+std::string error_handling_problem(const std::vector<UcxResource>& resources) {
+  for (const UcxResource& r : resources) {
+    if (r.transport != "self" && !is_memory_device(r)) return "";
+  }
+  return "no error-handling endpoint: UCX 1.13 handles peer failure over a network transport "
+         "only, and this context has shared memory alone (UCX_TLS)";
+}
+
 bool has_rdma_network(const std::vector<UcxResource>& resources) {
   for (const UcxResource& r : resources) {
     const std::string& t = r.transport;
@@ -148,7 +156,12 @@ NetAvailability probe_availability() {
     return a;
   }
   const std::vector<UcxResource> resources = parse_context_info(context_info(context));
-  const std::string problem = endpoint_problem(context);
+  // The rule when the resources could be read; two live workers only when they could not. A
+  // worker opens UCX's own listening sockets, which a stranger's connection during
+  // ucp_worker_create can abort in 1.13 (an assertion in ucp_worker_iface_init, seen under
+  // integration.hostile): a process that never uses ucx should not open them.
+  const std::string problem =
+      resources.empty() ? endpoint_problem(context) : error_handling_problem(resources);
   ucp_cleanup(context);
   // Only self (a worker reaching itself): UCX_TLS left nothing that reaches a peer. No line at
   // all means a format this parser does not know; the context did initialize.

@@ -20,6 +20,11 @@ struct UcxResource {
 // lines, the only place 1.13 lists what a context selected).
 std::vector<UcxResource> parse_context_info(std::string_view text);
 
+// Why a context with these resources makes no error-handling endpoint (what connect() makes to
+// each peer), or "" when it can: UCX 1.13 refuses one over posix, sysv and cma alone ("no peer
+// failure handler"), so it needs a transport on a network device (tcp, rc, ud, ...).
+std::string error_handling_problem(const std::vector<UcxResource>& resources);
+
 // Whether these include a network of UCX's own beyond tcp: RDMA (rc, ud, dc and their
 // variants rc_verbs, rc_mlx5, dc_mlx5, ...).
 bool has_rdma_network(const std::vector<UcxResource>& resources);
@@ -28,8 +33,9 @@ bool has_rdma_network(const std::vector<UcxResource>& resources);
 // parentheses, self (a worker to itself) left out.
 std::string describe(const std::string& version, const std::vector<UcxResource>& resources);
 
-// Makes a context (UCX_TLS and the rest as the environment says), and an error-handling endpoint
-// between two of its workers (what connect() makes to each peer), then destroys them again.
+// Makes a context (UCX_TLS and the rest as the environment says) and judges its resources by
+// error_handling_problem; only where their list cannot be read, it makes an error-handling
+// endpoint between two workers of the context to find out. Opens no worker otherwise.
 NetAvailability probe_availability();
 
 }  // namespace ccl::transport::ucx

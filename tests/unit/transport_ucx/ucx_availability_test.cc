@@ -44,6 +44,20 @@ TEST(UcxAvailability, RdmaTransportsMakeItTheDefault) {
   }
 }
 
+TEST(UcxAvailability, ErrorHandlingNeedsANetworkDevice) {
+  const std::vector<UcxResource> memory_only = {
+      {"self", "memory"}, {"posix", "memory"}, {"sysv", "memory"}, {"cma", "memory"}};
+  EXPECT_NE(error_handling_problem(memory_only).find("no error-handling endpoint"),
+            std::string::npos);
+  EXPECT_NE(error_handling_problem({}), "");
+  for (const UcxResource& net : {UcxResource{"tcp", "lo"}, UcxResource{"tcp", "veth0"},
+                                 UcxResource{"rc_mlx5", "mlx5_0:1"}}) {
+    std::vector<UcxResource> resources = memory_only;
+    resources.push_back(net);
+    EXPECT_EQ(error_handling_problem(resources), "") << net.transport;
+  }
+}
+
 // This machine: UCX with tcp and shared memory only.
 TEST(UcxAvailability, ThisHost) {
   unsetenv("UCX_TLS");
