@@ -94,6 +94,13 @@ Loaded load_driver() {
   resolve(get, "cuMemFreeHost", &api->mem_free_host, &missing);
   resolve(get, "cuMemHostGetDevicePointer", &api->mem_host_get_device_pointer, &missing);
   resolve(get, "cuMemcpyAsync", &api->memcpy_async, &missing);
+  resolve(get, "cuModuleLoadData", &api->module_load_data, &missing);
+  resolve(get, "cuModuleGetFunction", &api->module_get_function, &missing);
+  resolve(get, "cuLaunchKernel", &api->launch_kernel, &missing);
+  resolve(get, "cuMemGetAddressRange", &api->mem_get_address_range, &missing);
+  resolve(get, "cuIpcGetMemHandle", &api->ipc_get_mem_handle, &missing);
+  resolve(get, "cuIpcOpenMemHandle", &api->ipc_open_mem_handle, &missing);
+  resolve(get, "cuIpcCloseMemHandle", &api->ipc_close_mem_handle, &missing);
   if (!missing.empty()) {
     delete api;
     return {nullptr, library + " lacks " + missing};

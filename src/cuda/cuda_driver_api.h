@@ -40,6 +40,14 @@ struct DriverApi {
   decltype(&::cuMemFreeHost) mem_free_host = nullptr;
   decltype(&::cuMemHostGetDevicePointer_v2) mem_host_get_device_pointer = nullptr;
   decltype(&::cuMemcpyAsync) memcpy_async = nullptr;
+  // The kernels (cuda_kernels.h) and CUDA IPC between the processes of a host (cuda_ipc.h).
+  decltype(&::cuModuleLoadData) module_load_data = nullptr;
+  decltype(&::cuModuleGetFunction) module_get_function = nullptr;
+  decltype(&::cuLaunchKernel) launch_kernel = nullptr;
+  decltype(&::cuMemGetAddressRange_v2) mem_get_address_range = nullptr;
+  decltype(&::cuIpcGetMemHandle) ipc_get_mem_handle = nullptr;
+  decltype(&::cuIpcOpenMemHandle_v2) ipc_open_mem_handle = nullptr;
+  decltype(&::cuIpcCloseMemHandle) ipc_close_mem_handle = nullptr;
 };
 
 // The loaded driver; throw_no_driver(what) where there is none.

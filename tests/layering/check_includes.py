@@ -7,7 +7,8 @@ and those of the modules listed as below it):
 
   base         errors, logging, config registry, deadlines       (nothing)
   reduce       reduction kernels, src/algorithms/reduce/          base
-  cuda         the CUDA driver loaded at run time, pointer kinds  base
+  cuda         the CUDA driver at run time, pointer kinds, kernel    base, reduce
+               launches, CUDA IPC
   bootstrap    sockets, unique ids, the rendezvous store          base
   topology     discovery, the Topology graph, orders              base
   transport    the transport interface, shm, tcp, loopback        base, bootstrap
@@ -40,7 +41,7 @@ MODULES = [
 BELOW = {
     "base": set(),
     "reduce": {"base"},
-    "cuda": {"base"},
+    "cuda": {"base", "reduce"},
     "bootstrap": {"base"},
     "topology": {"base"},
     "transport": {"base", "bootstrap"},

@@ -15,6 +15,9 @@
 #include <stdexcept>
 #include <thread>
 
+#include "algorithms/reduce/cuda/cuda_kernel_names.h"
+#include "algorithms/reduce/cuda/cuda_launch.h"
+#include "algorithms/reduce/reduce.h"
 #include "cuda/cuda_driver.h"
 #include "cuda/cuda_driver_api.h"
 
@@ -84,7 +87,10 @@ struct State {
   std::byte* view = nullptr;    // the same bytes, read-write, for the fake's own use
   size_t used = 0;
   std::mutex mutex;
-  std::map<uintptr_t, size_t> pinned;  // cuMemHostAlloc'd ranges
+  std::map<uintptr_t, size_t> pinned;       // cuMemHostAlloc'd ranges
+  std::map<uintptr_t, size_t> allocations;  // device_alloc'd ranges (device addresses)
+  std::atomic<int> launches{0};
+  std::atomic<int> ipc_opens{0};
   FakeStream* legacy = nullptr;
   std::atomic<bool> refuse_wait_value{false};
   ccl::cuda::DriverApi api;
@@ -267,6 +273,85 @@ CUresult memcpy_async(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream s
   return CUDA_SUCCESS;
 }
 
+// Modules and kernels: a function handle is 1 + the kernel's index in cuda_kernel_names.h, and a
+// launch runs the CPU kernel of the same name on the stream's thread, over host aliases.
+int module_object;
+CUresult module_load_data(CUmodule* module, const void* image) {
+  if (image == nullptr) return CUDA_ERROR_INVALID_IMAGE;
+  *module = reinterpret_cast<CUmodule>(&module_object);
+  return CUDA_SUCCESS;
+}
+CUresult module_get_function(CUfunction* fn, CUmodule, const char* name) {
+  for (int i = 0; i < ccl::reduce::cuda::kNumKernels; ++i) {
+    if (std::strcmp(ccl::reduce::cuda::kernel_name_at(i), name) == 0) {
+      *fn = reinterpret_cast<CUfunction>(static_cast<uintptr_t>(i + 1));
+      return CUDA_SUCCESS;
+    }
+  }
+  return CUDA_ERROR_NOT_FOUND;
+}
+CUresult launch_kernel(CUfunction fn, unsigned grid_x, unsigned grid_y, unsigned grid_z,
+                       unsigned block_x, unsigned block_y, unsigned block_z, unsigned shared,
+                       CUstream stream, void** params, void** extra) {
+  namespace k = ccl::reduce::cuda;
+  if (grid_x == 0 || grid_y != 1 || grid_z != 1 || block_x != k::kThreadsPerBlock || block_y != 1 ||
+      block_z != 1 || shared != 0 || extra != nullptr || params == nullptr) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  const int index = static_cast<int>(reinterpret_cast<uintptr_t>(fn)) - 1;
+  const int reduce_kernels = cclNumTypes * k::kNumBaseOps;
+  state().launches.fetch_add(1);
+  if (index >= 0 && index < reduce_kernels) {
+    auto type = static_cast<cclDataType_t>(index / k::kNumBaseOps);
+    auto op = static_cast<cclRedOp_t>(index % k::kNumBaseOps);
+    void* dst = host_view(*static_cast<uintptr_t*>(params[0]));
+    const void* a = host_view(*static_cast<uintptr_t*>(params[1]));
+    const void* b = host_view(*static_cast<uintptr_t*>(params[2]));
+    const auto count = *static_cast<unsigned long long*>(params[3]);
+    stream_of(stream)->push([=] { ccl::reduce::reduce_kernel(type, op)(dst, a, b, count); });
+    return CUDA_SUCCESS;
+  }
+  if (index >= reduce_kernels && index < reduce_kernels + cclNumTypes) {
+    auto type = static_cast<cclDataType_t>(index - reduce_kernels);
+    void* data = host_view(*static_cast<uintptr_t*>(params[0]));
+    const auto count = *static_cast<unsigned long long*>(params[1]);
+    const auto divisor = *static_cast<unsigned long long*>(params[2]);
+    stream_of(stream)->push([=] { ccl::reduce::divide_kernel(type)(data, count, divisor); });
+    return CUDA_SUCCESS;
+  }
+  return CUDA_ERROR_NOT_SUPPORTED;  // scale and copy: not used by ccl's host side yet
+}
+
+// IPC: a handle holds the allocation's offset in the arena; opening it gives the same address
+// (one arena per process; ccl opens no handle of its own process, so tests pass another pid).
+CUresult mem_get_address_range(CUdeviceptr* base, size_t* size, CUdeviceptr ptr) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  auto it = s.allocations.upper_bound(ptr);
+  if (it == s.allocations.begin()) return CUDA_ERROR_NOT_FOUND;
+  --it;
+  if (ptr >= it->first + std::max<size_t>(it->second, 1)) return CUDA_ERROR_NOT_FOUND;
+  *base = it->first;
+  *size = it->second;
+  return CUDA_SUCCESS;
+}
+CUresult ipc_get_mem_handle(CUipcMemHandle* handle, CUdeviceptr base) {
+  if (!is_device(base)) return CUDA_ERROR_INVALID_VALUE;
+  std::memset(handle, 0, sizeof(*handle));
+  const uint64_t offset = base - reinterpret_cast<uintptr_t>(state().device);
+  std::memcpy(handle->reserved, &offset, sizeof(offset));
+  return CUDA_SUCCESS;
+}
+CUresult ipc_open_mem_handle(CUdeviceptr* base, CUipcMemHandle handle, unsigned int) {
+  uint64_t offset = 0;
+  std::memcpy(&offset, handle.reserved, sizeof(offset));
+  if (offset >= kArenaBytes) return CUDA_ERROR_INVALID_VALUE;
+  state().ipc_opens.fetch_add(1);
+  *base = reinterpret_cast<uintptr_t>(state().device) + offset;
+  return CUDA_SUCCESS;
+}
+CUresult ipc_close_mem_handle(CUdeviceptr) { return CUDA_SUCCESS; }
+
 }  // namespace
 
 void install() {
@@ -297,6 +382,13 @@ void install() {
   api.mem_free_host = mem_free_host;
   api.mem_host_get_device_pointer = mem_host_get_device_pointer;
   api.memcpy_async = memcpy_async;
+  api.module_load_data = module_load_data;
+  api.module_get_function = module_get_function;
+  api.launch_kernel = launch_kernel;
+  api.mem_get_address_range = mem_get_address_range;
+  api.ipc_get_mem_handle = ipc_get_mem_handle;
+  api.ipc_open_mem_handle = ipc_open_mem_handle;
+  api.ipc_close_mem_handle = ipc_close_mem_handle;
   ccl::cuda::set_cuda_driver_for_testing(&api);
 }
 
@@ -310,6 +402,7 @@ void* device_alloc(size_t bytes) {
   const size_t at = (s.used + 255) / 256 * 256;
   if (at + bytes > kArenaBytes) throw std::runtime_error("fake CUDA device memory exhausted");
   s.used = at + bytes;
+  s.allocations[reinterpret_cast<uintptr_t>(s.device + at)] = bytes;
   return s.device + at;
 }
 
@@ -333,6 +426,8 @@ void launch(CUstream_st* stream, std::function<void()> fn) {
   stream_of(stream)->push(std::move(fn));
 }
 void synchronize(CUstream_st* stream) { stream_of(stream)->drain(); }
+int kernel_launches() { return state().launches.load(); }
+int ipc_opens() { return state().ipc_opens.load(); }
 void* alias(const void* device_ptr) { return host_view(reinterpret_cast<uintptr_t>(device_ptr)); }
 
 }  // namespace ccl_test::fake_cuda

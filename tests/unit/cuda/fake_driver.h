@@ -35,6 +35,10 @@ CUstream_st* create_stream();
 void destroy_stream(CUstream_st* stream);
 void launch(CUstream_st* stream, std::function<void()> fn);
 void synchronize(CUstream_st* stream);
+// Kernels launched (cuLaunchKernel; each runs ccl's CPU kernel of the same name on the stream)
+// and IPC handles opened (cuIpcOpenMemHandle), since install.
+int kernel_launches();
+int ipc_opens();
 // The host-accessible alias of a device address (for launch()'s work only).
 void* alias(const void* device_ptr);
 

@@ -1,0 +1,50 @@
+// CUDA IPC between the processes of one host: a device buffer is exported as the IPC handle of
+// its allocation and its offset in it; a peer opens the handle once (cuIpcOpenMemHandle with lazy
+// peer access, so buffers on another GPU work where P2P does) and keeps it open, since an open
+// costs far more than a collective of a few KiB. Several processes on one GPU may open each
+// other's buffers (the case NCCL refused before 2.30). Free of CUDA types.
+#pragma once
+
+#include <sys/types.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+
+namespace ccl::cuda {
+
+// A buffer as another process can find it. A plain struct of fixed size: ranks exchange it
+// byte for byte.
+struct IpcBuffer {
+  std::array<unsigned char, 64> handle{};  // CUipcMemHandle of the allocation
+  uint64_t offset = 0;                     // of the buffer in its allocation
+  uint64_t address = 0;                    // the buffer in its own process
+  int32_t pid = 0;                         // whose process it lives in
+  int32_t valid = 0;                       // 0: could not be exported (not device memory)
+};
+static_assert(sizeof(IpcBuffer) == 88);
+
+// `data`, a device pointer, as an IpcBuffer (valid 0 where the driver refuses: e.g. memory
+// from cuMemCreate, or managed memory, which IPC cannot share).
+IpcBuffer export_buffer(const void* data);
+
+// The handles this process opened, each opened once, closed at destruction. Not thread-safe
+// (the communicator uses it under its op mutex).
+class IpcImports {
+ public:
+  IpcImports() = default;
+  ~IpcImports();
+  IpcImports(const IpcImports&) = delete;
+  IpcImports& operator=(const IpcImports&) = delete;
+
+  // Where `buffer` is in this process: its own address if it lives here, else the opened
+  // allocation plus the offset. Throws cclUnhandledCudaError when the handle cannot be opened.
+  void* open(const IpcBuffer& buffer);
+  size_t opened() const { return opened_.size(); }
+
+ private:
+  std::map<std::array<unsigned char, 64>, uint64_t> opened_;  // handle -> base here
+};
+
+}  // namespace ccl::cuda

@@ -1,0 +1,119 @@
+// The host side of the CUDA kernels and of CUDA IPC, over the fake driver (fake_driver.h): the
+// launches ccl makes (names, geometry, parameters) run the CPU kernel of the same name, so a
+// wrong parameter order or a wrong kernel index gives a wrong result here.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <vector>
+
+#include "algorithms/reduce/reduce.h"
+#include "base/error.h"
+#include "cuda/cuda_driver.h"
+#include "cuda/cuda_ipc.h"
+#include "cuda/cuda_kernels.h"
+#include "cuda/cuda_memory.h"
+#include "fake_driver.h"
+
+namespace {
+
+namespace fake = ccl_test::fake_cuda;
+
+class FakeCudaKernels : public testing::Test {
+ protected:
+  void SetUp() override { fake::install(); }
+  void TearDown() override { fake::uninstall(); }
+};
+
+template <class T>
+T* on_device(const std::vector<T>& host) {
+  auto* d = static_cast<T*>(fake::device_alloc(host.size() * sizeof(T)));
+  fake::to_device(d, host.data(), host.size() * sizeof(T));
+  return d;
+}
+
+template <class T>
+std::vector<T> from_device(const T* d, size_t count) {
+  std::vector<T> h(count);
+  fake::from_device(h.data(), d, count * sizeof(T));
+  return h;
+}
+
+TEST_F(FakeCudaKernels, ReduceAndDivideLaunchTheKernelsOfTheirTypeAndOp) {
+  if (!ccl::cuda::have_kernels()) GTEST_SKIP() << "this build has no CUDA kernels";
+  const size_t n = 1000;
+  std::vector<int32_t> a(n), b(n);
+  for (size_t i = 0; i < n; ++i) {
+    a[i] = static_cast<int32_t>(i % 17) - 5;
+    b[i] = static_cast<int32_t>(i % 11) * 3;
+  }
+  int32_t* da = on_device(a);
+  int32_t* db = on_device(b);
+  auto* dst = static_cast<int32_t*>(fake::device_alloc(n * 4));
+  CUstream_st* stream = fake::create_stream();
+  void* context = ccl::cuda::context_of(da);
+  ccl::cuda::ContextScope scope(context);
+  ccl::cuda::DeviceKernels kernels;
+  const int before = fake::kernel_launches();
+  for (cclRedOp_t op : {cclSum, cclProd, cclMax, cclMin, cclAvg}) {
+    kernels.reduce(context, stream, dst, da, db, n, cclInt32, op);
+    if (op == cclAvg) kernels.divide(context, stream, dst, n, cclInt32, 2);
+    fake::synchronize(stream);
+    std::vector<int32_t> want(n);
+    ccl::reduce::reduce_kernel(cclInt32, op)(want.data(), a.data(), b.data(), n);
+    if (op == cclAvg) ccl::reduce::divide_kernel(cclInt32)(want.data(), n, 2);
+    EXPECT_EQ(from_device(dst, n), want) << ccl::reduce::op_name(op);
+  }
+  EXPECT_EQ(fake::kernel_launches() - before, 6);
+  // In place (dst = a), and a type of another size.
+  std::vector<double> x(n, 1.5), y(n, 2.25);
+  double* dx = on_device(x);
+  double* dy = on_device(y);
+  kernels.reduce(context, stream, dx, dx, dy, n, cclFloat64, cclSum);
+  fake::synchronize(stream);
+  EXPECT_EQ(from_device(dx, n), std::vector<double>(n, 3.75));
+  // No kernel for a PreMulSum op or a bad type: an error, no launch.
+  const int launched = fake::kernel_launches();
+  EXPECT_THROW(kernels.reduce(context, stream, dst, da, db, n, cclInt32, cclRedOp_t(cclNumOps)),
+               ccl::Error);
+  EXPECT_THROW(kernels.reduce(context, stream, dst, da, db, n, cclNumTypes, cclSum), ccl::Error);
+  EXPECT_THROW(kernels.divide(context, stream, dst, n, cclInt32, 0), ccl::Error);
+  EXPECT_EQ(fake::kernel_launches(), launched);
+  fake::destroy_stream(stream);
+}
+
+TEST_F(FakeCudaKernels, IpcExportsAndOpensEachAllocationOnce) {
+  auto* base = static_cast<char*>(fake::device_alloc(4096));
+  const ccl::cuda::IpcBuffer inner = ccl::cuda::export_buffer(base + 100);
+  ASSERT_EQ(inner.valid, 1);
+  EXPECT_EQ(inner.offset, 100u);
+  EXPECT_EQ(inner.pid, static_cast<int32_t>(getpid()));
+  ccl::cuda::IpcImports imports;
+  // Its own process: the address itself, nothing opened.
+  const int opens = fake::ipc_opens();
+  EXPECT_EQ(imports.open(inner), base + 100);
+  EXPECT_EQ(imports.opened(), 0u);
+  // As another process sees it: the handle opened once for every buffer of the allocation.
+  ccl::cuda::IpcBuffer remote = inner;
+  remote.pid = inner.pid + 1;
+  remote.address = 0;
+  EXPECT_EQ(imports.open(remote), base + 100);
+  ccl::cuda::IpcBuffer other = ccl::cuda::export_buffer(base + 2048);
+  other.pid = remote.pid;
+  EXPECT_EQ(imports.open(other), base + 2048);
+  EXPECT_EQ(imports.opened(), 1u);
+  EXPECT_EQ(fake::ipc_opens() - opens, 1);
+  // Host memory is not exported.
+  std::vector<char> host(64);
+  EXPECT_EQ(ccl::cuda::export_buffer(host.data()).valid, 0);
+}
+
+TEST(CudaKernelsWithoutDriver, RefuseClearly) {
+  ccl::cuda::set_cuda_driver_for_testing(nullptr);
+  ccl::cuda::DeviceKernels kernels;
+  int x = 0;
+  EXPECT_THROW(kernels.reduce(nullptr, nullptr, &x, &x, &x, 1, cclInt32, cclSum), ccl::Error);
+  EXPECT_EQ(ccl::cuda::export_buffer(&x).valid, 0);
+}
+
+}  // namespace
