@@ -93,6 +93,10 @@ const std::vector<ConfigVar>& config_vars() {
        "cclStreamFromCuda fails"},
       {"CCL_CUDA_LIBRARY", ConfigType::String, "libcuda.so.1",
        "the CUDA driver library ccl loads at run time (dlopen)"},
+      {"CCL_CUDA_IPC", ConfigType::Bool, "1",
+       "0: an allreduce of device buffers between the processes of one host never reads the "
+       "peers' buffers through CUDA IPC (it stages through host memory); for GPUs without P2P "
+       "between them"},
       // Topology
       {"CCL_TOPO_FILE", ConfigType::String, "",
        "read the topology from this file (ccl's XML, or hwloc's from lstopo --of xml) instead of "

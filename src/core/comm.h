@@ -33,6 +33,7 @@
 #include "core/comm/planner.h"
 #include "core/comm/status.h"
 #include "core/comm_layout.h"
+#include "core/device_ipc.h"
 #include "core/device_staging.h"
 #include "core/flight_recorder.h"
 #include "core/op_check.h"
@@ -176,6 +177,7 @@ class Communicator {
   OpRunner runner_;
   ReductionOps reduction_ops_;
   DeviceStaging staging_;  // CUDA device buffers through pinned host memory (device_staging.h)
+  DeviceIpc device_ipc_;   // allreduce of device buffers on one host through CUDA IPC
 };
 
 }  // namespace ccl

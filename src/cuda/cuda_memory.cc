@@ -128,6 +128,23 @@ void OwnStream::copy(void* context, void* dst, const void* src, size_t bytes) {
   check(api, api.stream_synchronize(stream), "cuStreamSynchronize");
 }
 
+void OwnStream::copy_async(void* context, void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  const DriverApi& api = require_driver("OwnStream::copy_async");
+  CUstream stream = static_cast<CUstream>(get(context));
+  check(api, api.memcpy_async(address(dst), address(src), bytes, stream), "cuMemcpyAsync");
+}
+
+void OwnStream::synchronize(void* context) {
+  const DriverApi& api = require_driver("OwnStream::synchronize");
+  check(api, api.stream_synchronize(static_cast<CUstream>(get(context))), "cuStreamSynchronize");
+}
+
+void synchronize_legacy_stream() {
+  const DriverApi& api = require_driver("synchronize_legacy_stream");
+  check(api, api.stream_synchronize(CU_STREAM_LEGACY), "cuStreamSynchronize(legacy stream)");
+}
+
 #else  // no CUDA headers: no driver, every pointer is host memory
 
 MemoryKind pointer_kind(const void*) { return MemoryKind::Host; }
@@ -140,6 +157,11 @@ uint64_t PinnedBuffer::device_address() const { return 0; }
 OwnStream::~OwnStream() = default;
 void* OwnStream::get(void*) { throw_no_driver("OwnStream"); }
 void OwnStream::copy(void*, void*, const void*, size_t) { throw_no_driver("OwnStream::copy"); }
+void OwnStream::copy_async(void*, void*, const void*, size_t) {
+  throw_no_driver("OwnStream::copy_async");
+}
+void OwnStream::synchronize(void*) { throw_no_driver("OwnStream::synchronize"); }
+void synchronize_legacy_stream() { throw_no_driver("synchronize_legacy_stream"); }
 
 #endif
 

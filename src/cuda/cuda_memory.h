@@ -69,10 +69,18 @@ class OwnStream {
   void* get(void* context);
   // cuMemcpyAsync on it (any direction, by unified addressing), then waits for it.
   void copy(void* context, void* dst, const void* src, size_t bytes);
+  // cuMemcpyAsync on it, not waited for (a peer's buffer opened through IPC is an address too).
+  void copy_async(void* context, void* dst, const void* src, size_t bytes);
+  // Waits until everything queued on it is done.
+  void synchronize(void* context);
 
  private:
   void* context_ = nullptr;
   void* stream_ = nullptr;
 };
+
+// Waits for the work queued so far on CUDA's legacy default stream (the NULL stream's order,
+// which NCCL's blocking calls follow).
+void synchronize_legacy_stream();
 
 }  // namespace ccl::cuda

@@ -1,0 +1,95 @@
+#include "core/device_ipc.h"
+
+#include <algorithm>
+#include <optional>
+#include <vector>
+
+#include "algorithms/reduce/reduce.h"
+#include "base/config.h"
+#include "cuda/cuda_driver.h"
+
+namespace ccl {
+
+namespace {
+
+// One rank's offer: its buffers as the peers can open them, and whether it can take the path.
+struct Offer {
+  cuda::IpcBuffer in;
+  cuda::IpcBuffer out;
+  int32_t ok = 0;
+  int32_t pad = 0;
+};
+
+bool has_kernel(cclRedOp_t op) {
+  return op == cclSum || op == cclProd || op == cclMax || op == cclMin || op == cclAvg;
+}
+
+}  // namespace
+
+bool DeviceIpc::applies(int nhosts, int nranks) {
+  return nhosts == 1 && nranks > 1 && cuda::cuda_driver() != nullptr && cuda::have_kernels() &&
+         config_bool("CCL_CUDA_IPC");
+}
+
+bool DeviceIpc::all_reduce(const void* sendbuff, void* recvbuff, size_t count, cclDataType_t type,
+                           cclRedOp_t op, int rank, int nranks, const AllGather& all_gather) {
+  const size_t elem = reduce::datatype_size(type);
+  Offer mine;
+  void* context = nullptr;
+  std::optional<cuda::ContextScope> scope;
+  if (count > 0 && has_kernel(op) && cuda::pointer_kind(sendbuff) == MemoryKind::CudaDevice &&
+      cuda::pointer_kind(recvbuff) == MemoryKind::CudaDevice) {
+    context = cuda::context_of(recvbuff);
+    // The driver calls below (export, open, launches) need the buffers' context current.
+    scope.emplace(context);
+    if (cuda::context_of(sendbuff) == context) {
+      mine.in = cuda::export_buffer(sendbuff);
+      mine.out = cuda::export_buffer(recvbuff);
+      mine.ok = mine.in.valid && mine.out.valid;
+    }
+  }
+  // The inputs are ready before the exchange, which every rank leaves only once every rank has
+  // entered it: after it, any rank may read any input.
+  if (mine.ok) cuda::synchronize_legacy_stream();
+  std::vector<Offer> offers(nranks);
+  all_gather(&mine, offers.data(), sizeof(Offer));
+  if (!std::all_of(offers.begin(), offers.end(), [](const Offer& o) { return o.ok != 0; })) {
+    return false;
+  }
+
+  std::vector<const std::byte*> inputs(nranks);
+  std::vector<std::byte*> outputs(nranks);
+  for (int q = 0; q < nranks; ++q) {
+    inputs[q] = static_cast<const std::byte*>(imports_.open(offers[q].in));
+    outputs[q] = static_cast<std::byte*>(imports_.open(offers[q].out));
+  }
+  // Slice r: elements [lo, hi), the remainder spread over the first ranks.
+  const size_t base = count / nranks, extra = count % nranks;
+  const size_t lo = rank * base + std::min<size_t>(rank, extra);
+  const size_t len = base + (static_cast<size_t>(rank) < extra ? 1 : 0);
+  if (len > 0) {
+    void* stream = stream_.get(context);
+    const size_t at = lo * elem, bytes = len * elem;
+    std::byte* dst = outputs[rank] + at;
+    bool first = true;
+    for (int q = 0; q < nranks; ++q) {
+      if (q == rank) continue;
+      // Own input first: in place, dst is that input, read element by element as it is written.
+      kernels_.reduce(context, stream, dst, first ? inputs[rank] + at : dst, inputs[q] + at, len,
+                      type, op);
+      first = false;
+    }
+    if (op == cclAvg) kernels_.divide(context, stream, dst, len, type, nranks);
+    for (int q = 0; q < nranks; ++q) {
+      if (q != rank) stream_.copy_async(context, outputs[q] + at, dst, bytes);
+    }
+    stream_.synchronize(context);
+  }
+  // Every rank's writes into every output are done before any returns.
+  const char done = 1;
+  std::vector<char> all_done(nranks);
+  all_gather(&done, all_done.data(), 1);
+  return true;
+}
+
+}  // namespace ccl
