@@ -4,6 +4,7 @@
 #include <optional>
 #include <vector>
 
+#include "algorithms/reduce/cuda/cuda_kernel_names.h"
 #include "algorithms/reduce/reduce.h"
 #include "base/config.h"
 #include "cuda/cuda_driver.h"
@@ -20,10 +21,6 @@ struct Offer {
   int32_t pad = 0;
 };
 
-bool has_kernel(cclRedOp_t op) {
-  return op == cclSum || op == cclProd || op == cclMax || op == cclMin || op == cclAvg;
-}
-
 }  // namespace
 
 bool DeviceIpc::applies(int nhosts, int nranks) {
@@ -37,7 +34,8 @@ bool DeviceIpc::all_reduce(const void* sendbuff, void* recvbuff, size_t count, c
   Offer mine;
   void* context = nullptr;
   std::optional<cuda::ContextScope> scope;
-  if (count > 0 && has_kernel(op) && cuda::pointer_kind(sendbuff) == MemoryKind::CudaDevice &&
+  if (count > 0 && reduce::cuda::reduce_kernel_name(type, op) != nullptr &&
+      cuda::pointer_kind(sendbuff) == MemoryKind::CudaDevice &&
       cuda::pointer_kind(recvbuff) == MemoryKind::CudaDevice) {
     context = cuda::context_of(recvbuff);
     // The driver calls below (export, open, launches) need the buffers' context current.
