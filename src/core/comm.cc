@@ -31,6 +31,7 @@ Communicator::Settings Communicator::read_settings() {
                 static_cast<long long>(max_events));
   }
   settings.trace.max_events = static_cast<size_t>(max_events);
+  settings.cuda_ipc = config_bool("CCL_CUDA_IPC");
   return settings;
 }
 
@@ -42,7 +43,8 @@ Communicator::Communicator(const CommOptions& options, const Settings& settings)
       peers_(options_, &status_.abort_flag()),
       planner_(options_, peers_.layout(), settings.chunk_bytes),
       runner_(options_, settings.check_mode, settings.trace_ops, settings.trace, status_, async_,
-              peers_, planner_) {}
+              peers_, planner_),
+      device_ipc_(settings.cuda_ipc) {}
 
 Communicator::~Communicator() {
   // Joins the init thread and lets the background work finish while every part is alive.

@@ -141,6 +141,7 @@ class Communicator {
     size_t trace_ops;            // CCL_TRACE_BUFFER_SIZE
     size_t chunk_bytes;          // CCL_CHUNKSIZE, or CCL_BUFFSIZE / 4
     trace::TraceSettings trace;  // CCL_TRACE_FILE, CCL_TRACE_MAX_EVENTS
+    bool cuda_ipc;               // CCL_CUDA_IPC
   };
   static Settings read_settings();
   explicit Communicator(const CommOptions& options);

@@ -42,7 +42,7 @@ void Communicator::all_reduce(const void* sendbuff, void* recvbuff, size_t count
   std::lock_guard lock(runner_.mutex());
   const size_t bytes = count * reduce::datatype_size(type);
   // On one host, device buffers are reduced where they are, if every rank's are (device_ipc.h).
-  if (DeviceIpc::applies(layout().nhosts, nranks()) &&
+  if (device_ipc_.applies(layout().nhosts, nranks()) &&
       device_ipc_.all_reduce(sendbuff, recvbuff, count, type, op, rank(), nranks(),
                              [&](const void* mine, void* all, size_t n) {
                                all_gather_host(mine, all, n, cclUint8);

@@ -6,7 +6,6 @@
 
 #include "algorithms/reduce/cuda/cuda_kernel_names.h"
 #include "algorithms/reduce/reduce.h"
-#include "base/config.h"
 #include "cuda/cuda_driver.h"
 
 namespace ccl {
@@ -23,9 +22,9 @@ struct Offer {
 
 }  // namespace
 
-bool DeviceIpc::applies(int nhosts, int nranks) {
-  return nhosts == 1 && nranks > 1 && cuda::cuda_driver() != nullptr && cuda::have_kernels() &&
-         config_bool("CCL_CUDA_IPC");
+bool DeviceIpc::applies(int nhosts, int nranks) const {
+  return enabled_ && nhosts == 1 && nranks > 1 && cuda::have_kernels() &&
+         cuda::cuda_driver() != nullptr;
 }
 
 bool DeviceIpc::all_reduce(const void* sendbuff, void* recvbuff, size_t count, cclDataType_t type,

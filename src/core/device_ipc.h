@@ -26,11 +26,14 @@ class DeviceIpc {
   // of the communicator (its allgather, under the op mutex the caller holds).
   using AllGather = std::function<void(const void* mine, void* all, size_t bytes)>;
 
+  // `enabled`: CCL_CUDA_IPC, read with the communicator's other settings.
+  explicit DeviceIpc(bool enabled) : enabled_(enabled) {}
+
   // Whether a communicator of these ranks ever takes the path: one host, more than one rank,
   // a CUDA driver, the kernels built, CCL_CUDA_IPC not 0. The same answer on every rank (the
   // driver and the build are the same on one host): those communicators exchange offers on
   // every allreduce, and the others never do.
-  static bool applies(int nhosts, int nranks);
+  bool applies(int nhosts, int nranks) const;
 
   // The allreduce over IPC, if every rank can take it (device send and receive buffers of one
   // context, an op with a kernel); false when some rank cannot, and then every rank goes the
@@ -39,6 +42,7 @@ class DeviceIpc {
                   cclRedOp_t op, int rank, int nranks, const AllGather& all_gather);
 
  private:
+  bool enabled_;
   cuda::IpcImports imports_;
   cuda::DeviceKernels kernels_;
   cuda::OwnStream stream_;

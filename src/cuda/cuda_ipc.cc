@@ -14,44 +14,49 @@
 
 namespace ccl::cuda {
 
-#if CCL_HAVE_CUDA_H
+namespace {
+int32_t this_pid() { return static_cast<int32_t>(::getpid()); }
+}  // namespace
 
 IpcBuffer export_buffer(const void* data) {
   IpcBuffer b;
-  b.pid = static_cast<int32_t>(::getpid());
+  b.pid = this_pid();
   b.address = reinterpret_cast<uint64_t>(data);
+#if CCL_HAVE_CUDA_H
   const DriverApi* api = cuda_driver();
-  if (api == nullptr) return b;
   CUdeviceptr base = 0;
   size_t size = 0;
-  if (api->mem_get_address_range(&base, &size, reinterpret_cast<CUdeviceptr>(data)) !=
-      CUDA_SUCCESS) {
-    return b;
-  }
   CUipcMemHandle handle;
-  if (api->ipc_get_mem_handle(&handle, base) != CUDA_SUCCESS) return b;
   static_assert(sizeof(handle) == sizeof(b.handle));
-  std::memcpy(b.handle.data(), &handle, sizeof(handle));
-  b.offset = b.address - base;
-  b.valid = 1;
+  if (api != nullptr &&
+      api->mem_get_address_range(&base, &size, reinterpret_cast<CUdeviceptr>(data)) ==
+          CUDA_SUCCESS &&
+      api->ipc_get_mem_handle(&handle, base) == CUDA_SUCCESS) {
+    std::memcpy(b.handle.data(), &handle, sizeof(handle));
+    b.offset = b.address - base;
+    b.valid = 1;
+  }
+#endif
   return b;
 }
 
 IpcImports::~IpcImports() {
+#if CCL_HAVE_CUDA_H
   const DriverApi* api = cuda_driver();
   if (api == nullptr) return;
   for (const auto& [handle, base] : opened_) {
     const CUresult status = api->ipc_close_mem_handle(static_cast<CUdeviceptr>(base));
     if (status != CUDA_SUCCESS) CCL_WARN(kColl, "cuIpcCloseMemHandle failed (%d)", int(status));
   }
+#endif
 }
 
 void* IpcImports::open(const IpcBuffer& buffer) {
-  if (buffer.pid == static_cast<int32_t>(::getpid())) {
-    return reinterpret_cast<void*>(buffer.address);  // CUDA opens no handle of its own process
-  }
+  // CUDA opens no handle of its own process: a buffer of this one is its address.
+  if (buffer.pid == this_pid()) return reinterpret_cast<void*>(buffer.address);
   auto it = opened_.find(buffer.handle);
   if (it == opened_.end()) {
+#if CCL_HAVE_CUDA_H
     const DriverApi& api = require_driver("CUDA IPC");
     CUipcMemHandle handle;
     std::memcpy(&handle, buffer.handle.data(), sizeof(handle));
@@ -59,25 +64,11 @@ void* IpcImports::open(const IpcBuffer& buffer) {
     check(api, api.ipc_open_mem_handle(&base, handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
           "cuIpcOpenMemHandle (a peer's device buffer)");
     it = opened_.emplace(buffer.handle, base).first;
+#else
+    throw_no_driver("CUDA IPC");
+#endif
   }
   return reinterpret_cast<void*>(it->second + buffer.offset);
 }
-
-#else
-
-IpcBuffer export_buffer(const void* data) {
-  IpcBuffer b;
-  b.pid = static_cast<int32_t>(::getpid());
-  b.address = reinterpret_cast<uint64_t>(data);
-  return b;
-}
-IpcImports::~IpcImports() = default;
-void* IpcImports::open(const IpcBuffer& buffer) {
-  if (buffer.pid == static_cast<int32_t>(::getpid()))
-    return reinterpret_cast<void*>(buffer.address);
-  throw Error(cclInvalidUsage, "this build of ccl has no CUDA support");
-}
-
-#endif
 
 }  // namespace ccl::cuda

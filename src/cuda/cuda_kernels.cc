@@ -71,12 +71,8 @@ void DeviceKernels::launch(void* context, void*, int index, size_t, size_t, void
 
 void DeviceKernels::reduce(void* context, void* stream, void* dst, const void* a, const void* b,
                            size_t count, cclDataType_t type, cclRedOp_t op) {
-  const char* name = names::reduce_kernel_name(type, op);
-  if (name == nullptr) {
-    throw Error(cclInvalidArgument, "no CUDA reduce kernel for this type and op");
-  }
-  const int base_op = op == cclAvg ? cclSum : op;
-  const int index = type * names::kNumBaseOps + base_op;
+  const int index = names::reduce_kernel_index(type, op);
+  if (index < 0) throw Error(cclInvalidArgument, "no CUDA reduce kernel for this type and op");
   unsigned long long n = count;
   void* params[] = {&dst, &a, &b, &n};
   launch(context, stream, index, count, reduce::datatype_size(type), params);
@@ -84,10 +80,10 @@ void DeviceKernels::reduce(void* context, void* stream, void* dst, const void* a
 
 void DeviceKernels::divide(void* context, void* stream, void* data, size_t count,
                            cclDataType_t type, uint64_t divisor) {
-  if (names::divide_kernel_name(type) == nullptr || divisor == 0) {
+  const int index = names::divide_kernel_index(type);
+  if (index < 0 || divisor == 0) {
     throw Error(cclInvalidArgument, "no CUDA divide kernel for this type, or a divisor of 0");
   }
-  const int index = cclNumTypes * names::kNumBaseOps + type;
   unsigned long long n = count, d = divisor;
   void* params[] = {&data, &n, &d};
   launch(context, stream, index, count, reduce::datatype_size(type), params);

@@ -73,6 +73,16 @@ constexpr const char* scale_kernel_name(cclDataType_t type) {
 
 constexpr const char* copy_kernel_name() { return "ccl_copy"; }
 
+// The index in kernel_name_at of reduce_kernel_name(type, op) and of divide_kernel_name(type),
+// -1 where that name is nullptr: what a loader caches its functions by.
+constexpr int reduce_kernel_index(cclDataType_t type, cclRedOp_t op) {
+  if (reduce_kernel_name(type, op) == nullptr) return -1;
+  return type * kNumBaseOps + (op == cclAvg ? cclSum : op);
+}
+constexpr int divide_kernel_index(cclDataType_t type) {
+  return detail::valid_type(type) ? cclNumTypes * kNumBaseOps + type : -1;
+}
+
 // Every kernel name once (kNumKernels of them): reduce in type-major order, divide, scale, copy.
 constexpr const char* kernel_name_at(int index) {
   if (index < 0 || index >= kNumKernels) return nullptr;
@@ -85,5 +95,10 @@ constexpr const char* kernel_name_at(int index) {
   if (index < cclNumTypes) return detail::kScaleNames[index];
   return copy_kernel_name();
 }
+
+static_assert(kernel_name_at(reduce_kernel_index(cclBfloat16, cclAvg)) ==
+              reduce_kernel_name(cclBfloat16, cclSum));
+static_assert(kernel_name_at(divide_kernel_index(cclFloat8e5m2)) ==
+              divide_kernel_name(cclFloat8e5m2));
 
 }  // namespace ccl::reduce::cuda
