@@ -219,9 +219,29 @@ void Executor::wait_for_progress(Deadline deadline, const OpLabel& what,
     for (size_t i = 0; i < count; ++i) seen |= sleepers[i] == t;
     if (!seen && count < 4) sleepers[count++] = t;
   }
+  // A transport that holds data of sends it already called complete gets turns while this rank
+  // sleeps elsewhere: a peer may wait for those bytes while this rank waits for that peer
+  // (Transport::needs_idle_progress; seen as a broadcast stuck behind a UCX send whose rank had
+  // gone on to wait on shared memory only).
+  bool idle_turns = false;
+  transport::Transport* seen_idle[4] = {};
+  size_t idle_count = 0;
+  for (auto* t : links_.transport) {
+    if (t == nullptr) continue;
+    bool seen = false;
+    for (size_t i = 0; i < count; ++i) seen |= sleepers[i] == t;
+    for (size_t i = 0; i < idle_count; ++i) seen |= seen_idle[i] == t;
+    if (seen || idle_count == 4) continue;
+    seen_idle[idle_count++] = t;
+    if (t->needs_idle_progress()) {
+      t->progress_idle();
+      idle_turns = true;
+    }
+  }
   if (count == 0) return;
   if (what.observer != nullptr) what.observer->waiting_for(pending_);
-  auto slice = count == 1 ? std::chrono::microseconds(50000) : std::chrono::microseconds(1000);
+  auto slice = count == 1 && !idle_turns ? std::chrono::microseconds(50000)
+                                         : std::chrono::microseconds(1000);
   for (size_t i = 0; i < count; ++i) sleepers[i]->wait(deadline.remaining(slice));
 }
 

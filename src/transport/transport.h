@@ -139,6 +139,14 @@ class Transport {
   // Wakes a thread blocked in wait() (used by abort). Safe from any thread.
   virtual void interrupt() = 0;
 
+  // Whether data of sends this transport already reported complete may still sit in its own
+  // buffers, leaving only while the transport is progressed (UCX: a send completes once UCX holds
+  // the data; its tcp lane writes the rest as the socket drains, inside ucp_worker_progress). A
+  // rank that sleeps in other transports then gives this one turns with progress_idle(), else a
+  // peer waits for bytes that never leave while this rank waits for that peer. Neither throws.
+  virtual bool needs_idle_progress() { return false; }
+  virtual void progress_idle() {}
+
   // Every rank of the communicator has connected (a barrier passed): a transport that listens for
   // connections may stop.
   virtual void setup_done() {}

@@ -29,6 +29,7 @@ void UcxConnection::start_hello(int nranks, uint64_t tag_hash) {
                                      make_tag(Channel::kHello, peer()), kPeerChannelMask,
                                      &recv_param));
   ucp_request_param_t send_param = polled_param();
+  worker_.note_sent();
   hello_send_.reset(ucp_tag_send_nbx(ep_, &hello_out_, sizeof(hello_out_),
                                      make_tag(Channel::kHello, self_), &send_param));
 }
@@ -212,6 +213,7 @@ void UcxConnection::send_notice(const NoticeWire& notice) {
   notice_out_ = notice;
   notice_out_.sent = sent_prefix();
   ucp_request_param_t param = polled_param();
+  worker_.note_sent();
   notice_send_.reset(ucp_tag_send_nbx(ep_, &notice_out_, sizeof(notice_out_),
                                       make_tag(Channel::kNotice, self_), &param));
 }
@@ -358,6 +360,7 @@ void UcxConnection::send_control(ControlWire::Kind kind, uint64_t sequence, uint
     length += key->packed_bytes;
   }
   ucp_request_param_t param = polled_param();
+  worker_.note_sent();
   PendingOp op(ucp_tag_send_nbx(ep_, wire.get(), length,
                                 make_tag(Channel::kControl, self_, sequence), &param));
   if (op.done()) {

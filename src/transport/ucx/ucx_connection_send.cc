@@ -71,6 +71,7 @@ bool UcxConnection::post_chunk_sends() {
       ChunkSend& chunk = m.in_flight.emplace_back();
       chunk.index = index;
       chunk.bytes = bytes;
+      worker_.note_sent();
       chunk.op.reset(ucp_tag_send_nbx(ep_, data, bytes, tag, &param));
       ++sends_in_flight_;
       moved = true;
@@ -87,6 +88,7 @@ void UcxConnection::start_rma(OutgoingMessage& m, const ControlWire& offer) {
   m.rkey_region = offer.region_id;
   m.holds_rkey = true;
   ucp_request_param_t param = polled_param();
+  worker_.note_sent();
   m.put.reset(ucp_put_nbx(ep_, m.request->data, m.request->bytes, offer.address, rkey, &param));
   if (m.put.done() && m.put.status() != UCS_OK) fail_status("RMA put", m.put.status());
   // The flush completes once every earlier operation on the endpoint, the put included, is
@@ -125,6 +127,7 @@ bool UcxConnection::advance_message(OutgoingMessage& m) {
       ucp_request_param_t param = polled_param();
       const ucp_tag_t tag =
           make_tag(Channel::kPayload, self_, m.sequence, 0) | kLastFlag | kRmaDoneFlag;
+      worker_.note_sent();
       m.done_send.reset(ucp_tag_send_nbx(ep_, &kNoData, 0, tag, &param));
       m.request->done_bytes = m.request->bytes;  // the buffer is free once the flush is done
       m.stage = OutgoingMessage::Stage::kRmaDone;

@@ -95,6 +95,9 @@ class UcxTransport final : public Transport {
     return result;
   }
 
+  bool needs_idle_progress() override { return !worker_.settled(); }
+  void progress_idle() override { worker_.settle(); }
+
   void wait(microseconds timeout) override {
     // Elapsed time against `timeout` (not now() + timeout, which overflows for "forever").
     const auto start = steady_clock::now();

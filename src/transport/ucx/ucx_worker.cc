@@ -127,6 +127,7 @@ UcxWorker::~UcxWorker() {
 
 void UcxWorker::destroy_worker() {
   if (worker_ == nullptr) return;
+  flush_.release();  // before the worker its request belongs to
   ucp_worker_destroy(worker_);
   worker_ = nullptr;
   event_fd_ = -1;
@@ -137,6 +138,24 @@ bool UcxWorker::progress() {
   bool any = false;
   for (int i = 0; i < kMaxProgressCalls && ucp_worker_progress(worker_) != 0; ++i) any = true;
   return any;
+}
+
+void UcxWorker::settle() noexcept {
+  if (worker_ == nullptr) return;
+  progress();
+  if (flush_.active()) {
+    if (!flush_.done()) return;
+    flushed_ = flush_covers_;
+    flush_.release();
+  }
+  if (flushed_ == sent_) return;
+  flush_covers_ = sent_;
+  ucp_request_param_t param = polled_param();
+  flush_.reset(ucp_worker_flush_nbx(worker_, &param));
+  if (flush_.done()) {
+    flushed_ = flush_covers_;
+    flush_.release();
+  }
 }
 
 ucs_status_t UcxWorker::try_arm() noexcept {

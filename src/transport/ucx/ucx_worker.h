@@ -23,6 +23,8 @@
 #include <string>
 #include <vector>
 
+#include "transport/ucx/ucx_request.h"
+
 namespace ccl::transport::ucx {
 
 // Whether UCX may open its tcp transport under these UCX_TLS and UCX_NET_DEVICES values (null:
@@ -57,6 +59,13 @@ class UcxWorker {
   ucs_status_t try_arm() noexcept;
   int event_fd() const { return event_fd_; }
 
+  // Settling what was sent (Transport::needs_idle_progress): every ucp send is noted; settle()
+  // progresses and keeps a worker flush posted over the sends so far; settled() once one that
+  // covers every noted send completed (or failed: the endpoint's error surfaces elsewhere).
+  void note_sent() { ++sent_; }
+  bool settled() const { return flushed_ == sent_ && !flush_.active(); }
+  void settle() noexcept;
+
   // Destroys the worker (every endpoint and request with it), keeping the context for the memory
   // handles that still need it. Idempotent; the destructor does the rest.
   void destroy_worker();
@@ -65,7 +74,11 @@ class UcxWorker {
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
   std::vector<uint8_t> address_;
-  int event_fd_ = -1;  // owned by the worker
+  int event_fd_ = -1;          // owned by the worker
+  uint64_t sent_ = 0;          // sends noted
+  uint64_t flushed_ = 0;       // of which a completed flush covered this many
+  uint64_t flush_covers_ = 0;  // what the posted flush covers
+  PendingOp flush_;
 };
 
 // "UCX: <what>: <ucs_status_string>", for errors.

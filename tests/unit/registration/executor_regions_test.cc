@@ -9,45 +9,14 @@
 #include "algorithms/point_to_point.h"
 #include "algorithms/ring.h"
 #include "transport/registered_region.h"
+#include "zero_fill_connection.h"
 
 namespace ccl::algo {
 namespace {
 
 using transport::RegisteredRegion;
 
-// Completes every send at once and fills every receive with zeros, noting the requests' regions.
-class RecordingConnection final : public transport::Connection {
- public:
-  explicit RecordingConnection(int peer) : Connection(peer) {}
-  void post_send(transport::SendRequest* r) override {
-    send_regions.push_back(r->region);
-    send_data.push_back(r->data);
-    r->done_bytes = r->bytes;
-    r->complete = true;
-  }
-  void post_recv(transport::RecvRequest* r) override { recvs_.push_back(r); }
-  bool progress() override {
-    bool moved = false;
-    for (auto* r : recvs_) {
-      if (r->complete) continue;
-      recv_regions.push_back(r->region);
-      std::vector<std::byte> zeros(r->bytes);
-      if (r->bytes > 0) r->sink->consume(zeros.data(), 0, r->bytes);
-      r->done_bytes = r->bytes;
-      r->complete = true;
-      moved = true;
-    }
-    recvs_.clear();
-    return moved;
-  }
-  bool busy() const override { return !recvs_.empty(); }
-
-  std::vector<const RegisteredRegion*> send_regions, recv_regions;
-  std::vector<const std::byte*> send_data;
-
- private:
-  std::vector<transport::RecvRequest*> recvs_;
-};
+using RecordingConnection = ZeroFillConnection;
 
 TEST(ExecutorRegions, RequestsCarryTheirBuffersRegistration) {
   RecordingConnection peer(1);
