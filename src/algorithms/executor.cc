@@ -2,6 +2,7 @@
 
 #include <sched.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "base/error.h"
@@ -185,6 +186,15 @@ void Executor::run_round(Schedule::Round round, const ExecBuffers& buffers, cons
   }
 }
 
+Executor::Executor(PeerLinks links, WaitPolicy policy, const AbortFlag* abort)
+    : links_(std::move(links)), policy_(policy), abort_(abort) {
+  for (auto* t : links_.transport) {
+    if (t != nullptr && std::find(transports_.begin(), transports_.end(), t) == transports_.end()) {
+      transports_.push_back(t);
+    }
+  }
+}
+
 void Executor::wait_for_progress(Deadline deadline, const OpLabel& what,
                                  Clock::time_point idle_since) {
   const auto now = Clock::now();
@@ -224,15 +234,8 @@ void Executor::wait_for_progress(Deadline deadline, const OpLabel& what,
   // (Transport::needs_idle_progress; seen as a broadcast stuck behind a UCX send whose rank had
   // gone on to wait on shared memory only).
   bool idle_turns = false;
-  transport::Transport* seen_idle[4] = {};
-  size_t idle_count = 0;
-  for (auto* t : links_.transport) {
-    if (t == nullptr) continue;
-    bool seen = false;
-    for (size_t i = 0; i < count; ++i) seen |= sleepers[i] == t;
-    for (size_t i = 0; i < idle_count; ++i) seen |= seen_idle[i] == t;
-    if (seen || idle_count == 4) continue;
-    seen_idle[idle_count++] = t;
+  for (auto* t : transports_) {
+    if (std::find(sleepers, sleepers + count, t) != sleepers + count) continue;
     if (t->needs_idle_progress()) {
       t->progress_idle();
       idle_turns = true;

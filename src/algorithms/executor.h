@@ -132,8 +132,7 @@ class StepSink : public transport::RecvSink {
 
 class Executor {
  public:
-  Executor(PeerLinks links, WaitPolicy policy, const AbortFlag* abort)
-      : links_(std::move(links)), policy_(policy), abort_(abort) {}
+  Executor(PeerLinks links, WaitPolicy policy, const AbortFlag* abort);
 
   // Runs the schedule to completion. Throws Timeout at the deadline, RemoteError on abort or a
   // failed peer, naming the operation by `what`.
@@ -154,6 +153,7 @@ class Executor {
   };
 
   PeerLinks links_;
+  std::vector<transport::Transport*> transports_;  // links_.transport's distinct entries
   WaitPolicy policy_;
   Posted posted_;
   std::vector<int> pending_;  // for the WaitObserver, reused

@@ -28,10 +28,7 @@ void UcxConnection::start_hello(int nranks, uint64_t tag_hash) {
   hello_recv_.reset(ucp_tag_recv_nbx(worker_.worker(), &hello_in_, sizeof(hello_in_),
                                      make_tag(Channel::kHello, peer()), kPeerChannelMask,
                                      &recv_param));
-  ucp_request_param_t send_param = polled_param();
-  worker_.note_sent();
-  hello_send_.reset(ucp_tag_send_nbx(ep_, &hello_out_, sizeof(hello_out_),
-                                     make_tag(Channel::kHello, self_), &send_param));
+  hello_send_.reset(send_tagged(&hello_out_, sizeof(hello_out_), make_tag(Channel::kHello, self_)));
 }
 
 bool UcxConnection::hello_done(int nranks, uint64_t tag_hash) {
@@ -212,10 +209,8 @@ void UcxConnection::send_notice(const NoticeWire& notice) {
   notice_sent_ = true;
   notice_out_ = notice;
   notice_out_.sent = sent_prefix();
-  ucp_request_param_t param = polled_param();
-  worker_.note_sent();
-  notice_send_.reset(ucp_tag_send_nbx(ep_, &notice_out_, sizeof(notice_out_),
-                                      make_tag(Channel::kNotice, self_), &param));
+  notice_send_.reset(
+      send_tagged(&notice_out_, sizeof(notice_out_), make_tag(Channel::kNotice, self_)));
 }
 
 bool UcxConnection::poll_notice() {
@@ -359,10 +354,7 @@ void UcxConnection::send_control(ControlWire::Kind kind, uint64_t sequence, uint
     std::memcpy(wire->packed, key->packed.data(), key->packed_bytes);
     length += key->packed_bytes;
   }
-  ucp_request_param_t param = polled_param();
-  worker_.note_sent();
-  PendingOp op(ucp_tag_send_nbx(ep_, wire.get(), length,
-                                make_tag(Channel::kControl, self_, sequence), &param));
+  PendingOp op(send_tagged(wire.get(), length, make_tag(Channel::kControl, self_, sequence)));
   if (op.done()) {
     if (op.status() != UCS_OK) fail_status("control message", op.status());
     return;

@@ -196,6 +196,8 @@ class UcxConnection final : public Connection {
   // Sends.
   bool advance_sends();
   bool post_chunk_sends();
+  // Every tagged send of this connection: polled, and noted on the worker (UcxWorker::note_sent).
+  ucs_status_ptr_t send_tagged(const void* data, size_t bytes, ucp_tag_t tag);
   bool advance_message(OutgoingMessage& m);
   void send_control(ControlWire::Kind kind, uint64_t sequence, uint64_t bytes,
                     const RegisteredRegion* region = nullptr, const std::byte* address = nullptr);

@@ -67,18 +67,22 @@ bool UcxConnection::post_chunk_sends() {
           bytes == 0 ? &kNoData : m.request->data + static_cast<size_t>(index) * m.chunk_bytes;
       ucp_tag_t tag = make_tag(Channel::kPayload, self_, m.sequence, index);
       if (index + 1 == m.chunks) tag |= kLastFlag;
-      ucp_request_param_t param = polled_param();
       ChunkSend& chunk = m.in_flight.emplace_back();
       chunk.index = index;
       chunk.bytes = bytes;
-      worker_.note_sent();
-      chunk.op.reset(ucp_tag_send_nbx(ep_, data, bytes, tag, &param));
+      chunk.op.reset(send_tagged(data, bytes, tag));
       ++sends_in_flight_;
       moved = true;
     }
     if (sends_in_flight_ >= kSendWindow) break;
   }
   return moved;
+}
+
+ucs_status_ptr_t UcxConnection::send_tagged(const void* data, size_t bytes, ucp_tag_t tag) {
+  ucp_request_param_t param = polled_param();
+  worker_.note_sent();
+  return ucp_tag_send_nbx(ep_, data, bytes, tag, &param);
 }
 
 void UcxConnection::start_rma(OutgoingMessage& m, const ControlWire& offer) {
@@ -124,11 +128,9 @@ bool UcxConnection::advance_message(OutgoingMessage& m) {
       m.flush.release();
       rkeys_.release(m.rkey_region);
       m.holds_rkey = false;
-      ucp_request_param_t param = polled_param();
       const ucp_tag_t tag =
           make_tag(Channel::kPayload, self_, m.sequence, 0) | kLastFlag | kRmaDoneFlag;
-      worker_.note_sent();
-      m.done_send.reset(ucp_tag_send_nbx(ep_, &kNoData, 0, tag, &param));
+      m.done_send.reset(send_tagged(&kNoData, 0, tag));
       m.request->done_bytes = m.request->bytes;  // the buffer is free once the flush is done
       m.stage = OutgoingMessage::Stage::kRmaDone;
       moved = true;

@@ -143,19 +143,17 @@ bool UcxWorker::progress() {
 void UcxWorker::settle() noexcept {
   if (worker_ == nullptr) return;
   progress();
-  if (flush_.active()) {
-    if (!flush_.done()) return;
+  auto collect = [this] {
+    if (!flush_.active() || !flush_.done()) return;
     flushed_ = flush_covers_;
     flush_.release();
-  }
-  if (flushed_ == sent_) return;
+  };
+  collect();
+  if (flush_.active() || flushed_ == sent_) return;
   flush_covers_ = sent_;
   ucp_request_param_t param = polled_param();
   flush_.reset(ucp_worker_flush_nbx(worker_, &param));
-  if (flush_.done()) {
-    flushed_ = flush_covers_;
-    flush_.release();
-  }
+  collect();  // a flush with nothing outstanding completes at once
 }
 
 ucs_status_t UcxWorker::try_arm() noexcept {
