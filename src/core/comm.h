@@ -107,7 +107,11 @@ class Communicator {
 
   ReductionOps& reduction_ops() { return reduction_ops_; }
   const CommLayout& layout() const { return peers_.layout(); }
-  const char* peer_transport(int peer) const { return peers_.transport_name(peer); }
+  // After a non-blocking init is done (bounded): its thread connects the peers.
+  const char* peer_transport(int peer) const {
+    async_.wait_initialized("cclCommPeerTransport");
+    return peers_.transport_name(peer);
+  }
   const tune::Tuner& tuner() const { return planner_.tuner(); }
   // cclCommRegister / cclCommDeregister (registration_cache.h): after a non-blocking init is
   // done (bounded, as an operation waits for it), since the init thread makes the cache.

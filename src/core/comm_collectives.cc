@@ -41,6 +41,8 @@ void Communicator::all_reduce(const void* sendbuff, void* recvbuff, size_t count
                               cclDataType_t type, cclRedOp_t op) {
   std::lock_guard lock(runner_.mutex());
   const size_t bytes = count * reduce::datatype_size(type);
+  // The layout is the init's (its own thread's, for a non-blocking init): wait for it first.
+  runner_.check_usable("allreduce");
   // On one host, device buffers are reduced where they are, if every rank's are (device_ipc.h).
   if (device_ipc_.applies(layout().nhosts, nranks()) &&
       device_ipc_.all_reduce(sendbuff, recvbuff, count, type, op, rank(), nranks(),
