@@ -36,7 +36,8 @@ if ! timeout 360 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >"$b
   exit 1
 fi
 # The shim and its test program, where this build has them (NCCL's nccl.h found).
-timeout 120 cmake --build "$build" -j "$jobs" --target ccl_nccl >>"$build.build.log" 2>&1 || true
+timeout 120 cmake --build "$build" -j "$jobs" --target ccl_nccl nccl_program cclrun \
+  >>"$build.build.log" 2>&1 || true
 
 failed=()
 summary=()

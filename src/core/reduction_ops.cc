@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "base/error.h"
+#include "cuda/cuda_memory.h"
 
 namespace ccl {
 
@@ -26,6 +27,15 @@ cclRedOp_t ReductionOps::create_premul_sum(const void* scalar, cclDataType_t typ
                 "%s: residence %d must be 0 (scalar read now) or 1 (scalar "
                 "read at each operation)",
                 fn, residence);
+  }
+  // The scalar is read on the host (at creation or at each operation), never by a kernel: a
+  // device-resident scalar (NCCL's ncclScalarDevice on device memory) would be a host read of
+  // device memory.
+  if (cuda::pointer_kind(scalar) == MemoryKind::CudaDevice) {
+    throw_error(cclInvalidUsage,
+                "%s: scalar %p is CUDA device memory; ccl reads the scalar on the host: pass it in "
+                "host memory",
+                fn, scalar);
   }
   PreMulSum entry;
   entry.live = true;

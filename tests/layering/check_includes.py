@@ -15,6 +15,7 @@ and those of the modules listed as below it):
   algorithms   schedules, the executor, the direct collectives    base, reduce, transport
   core         communicator, tuner and registry, streams, C API   all of the above
   training     the training layer (public C++ API only)           (include/ccl/ only)
+  nccl_shim    NCCL's ABI (libnccl.so.2) on ccl's C API            (include/ccl/ only)
 
 A module is known by the longest matching path prefix below src/. Prints every violation as
 file:line: module includes "header" (module above), and exits 1 if there is any.
@@ -37,6 +38,7 @@ MODULES = [
     ("algorithms/", "algorithms"),
     ("core/", "core"),
     ("training/", "training"),
+    ("nccl_shim/", "nccl_shim"),
 ]
 BELOW = {
     "base": set(),
@@ -48,6 +50,7 @@ BELOW = {
     "algorithms": {"base", "reduce", "transport"},
     "core": {"base", "reduce", "cuda", "bootstrap", "topology", "transport", "algorithms"},
     "training": set(),
+    "nccl_shim": set(),
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 

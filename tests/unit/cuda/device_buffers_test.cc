@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "../support/rank_threads.h"
@@ -77,6 +78,23 @@ std::vector<float> host_copy(const float* device, size_t count) {
 
 void expect_ok(cclResult_t result, cclComm_t comm, const char* what) {
   ASSERT_EQ(result, cclSuccess) << what << ": " << cclGetLastError(comm);
+}
+
+TEST_F(FakeCuda, PreMulSumRefusesADeviceScalarAndTakesAHostOne) {
+  // ccl reads a PreMulSum scalar on the host; one in device memory is refused, not read.
+  ccl_test::run_ranks(1, [&](ccl::Communicator& comm) {
+    cclComm_t c = comm.get();
+    float* device_scalar = device_copy({2.0f});
+    cclRedOp_t op;
+    for (int residence : {0, 1}) {
+      EXPECT_EQ(cclRedOpCreatePreMulSum(&op, device_scalar, cclFloat, residence, c),
+                cclInvalidUsage);
+      EXPECT_NE(std::string(cclGetLastError(c)).find("device memory"), std::string::npos);
+    }
+    float host_scalar = 2.0f;
+    ASSERT_EQ(cclRedOpCreatePreMulSum(&op, &host_scalar, cclFloat, 1, c), cclSuccess);
+    EXPECT_EQ(cclRedOpDestroy(op, c), cclSuccess);
+  });
 }
 
 class DeviceCollectives : public FakeCuda, public testing::WithParamInterface<int> {};

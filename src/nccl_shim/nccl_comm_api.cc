@@ -1,0 +1,256 @@
+// NCCL's communicator calls on ccl's: init (rank, config, all, scalable), split, finalize,
+// destroy, abort, the queries, registration; what ccl does not have (shrink, revoke, windows) is
+// refused with ncclInvalidUsage.
+#include <nccl.h>
+
+#include <cstring>
+#include <new>
+#include <thread>
+#include <vector>
+
+#include "nccl_shim/cuda_probe.h"
+#include "nccl_shim/shim.h"
+
+using namespace ccl_nccl;
+
+static_assert(sizeof(ncclUniqueId) == sizeof(cclUniqueId), "ids are passed through unchanged");
+static_assert(NCCL_SPLIT_NOCOLOR == CCL_SPLIT_NOCOLOR);
+
+namespace {
+
+cclUniqueId to_ccl_id(const ncclUniqueId& id) {
+  cclUniqueId out;
+  std::memcpy(&out, &id, sizeof(out));
+  return out;
+}
+
+// A new NCCL handle for a ccl communicator; the device is the calling thread's, or `device`.
+ncclComm_t wrap(cclComm_t comm, int device = -1) {
+  auto* handle = new (std::nothrow) ncclComm;
+  if (handle == nullptr) return nullptr;
+  handle->ccl = comm;
+  if (device >= 0) {
+    handle->cuda_device = device;
+  } else if (!cuda_probe::current_device(&handle->cuda_device)) {
+    handle->cuda_device = 0;
+  }
+  return handle;
+}
+
+ncclResult_t init_rank(const char* function, ncclComm_t* comm, int nranks, const ncclUniqueId& id,
+                       int rank, ncclConfig_t* config) {
+  begin_call();
+  if (comm == nullptr) return fail(ncclInvalidArgument, "%s: comm is NULL", function);
+  *comm = nullptr;
+  cclConfig_t ccl_config;
+  if (!to_ccl_config(config, &ccl_config, function)) return ncclInvalidArgument;
+  cclComm_t made = nullptr;
+  const cclResult_t result =
+      cclCommInitRankConfig(&made, nranks, to_ccl_id(id), rank, config ? &ccl_config : nullptr);
+  if (result != cclSuccess && result != cclInProgress) return from_ccl(result);
+  *comm = wrap(made);
+  if (*comm == nullptr) {
+    cclCommDestroy(made);
+    return fail(ncclSystemError, "%s: out of memory", function);
+  }
+  return from_ccl(result);
+}
+
+}  // namespace
+
+ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
+                                    ncclConfig_t* config) {
+  return init_rank("ncclCommInitRankConfig", comm, nranks, commId, rank, config);
+}
+
+ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
+  return init_rank("ncclCommInitRank", comm, nranks, commId, rank, nullptr);
+}
+
+// Several ids spread NCCL's bootstrap over several roots; ccl's rendezvous has one, the first id
+// (every rank passes the same array).
+ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId,
+                                      ncclUniqueId* commIds, ncclConfig_t* config) {
+  const char* function = "ncclCommInitRankScalable";
+  begin_call();
+  if (nId < 1 || commIds == nullptr) {
+    return fail(ncclInvalidArgument, "%s: nId is %d and commIds %p: at least one id is needed",
+                function, nId, static_cast<void*>(commIds));
+  }
+  return init_rank(function, newcomm, nranks, commIds[0], myrank, config);
+}
+
+// One process, one communicator per device of devlist (0..ndev-1 if NULL): one rendezvous, each
+// rank joined from a thread of its own (a join blocks until every rank has joined).
+ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
+  const char* function = "ncclCommInitAll";
+  begin_call();
+  if (comms == nullptr) return fail(ncclInvalidArgument, "%s: comms is NULL", function);
+  if (ndev < 1) return fail(ncclInvalidArgument, "%s: ndev is %d, not >= 1", function, ndev);
+  cclUniqueId id;
+  if (const cclResult_t r = cclGetUniqueId(&id); r != cclSuccess) {
+    return fail(from_ccl(r), "%s: %s", function, cclGetLastError(nullptr));
+  }
+  std::vector<cclComm_t> made(static_cast<size_t>(ndev), nullptr);
+  std::vector<cclResult_t> results(static_cast<size_t>(ndev), cclSuccess);
+  std::vector<std::string> errors(static_cast<size_t>(ndev));
+  std::vector<std::thread> threads;
+  threads.reserve(static_cast<size_t>(ndev));
+  for (int r = 0; r < ndev; ++r) {
+    threads.emplace_back([&, r] {
+      const auto i = static_cast<size_t>(r);
+      results[i] = cclCommInitRank(&made[i], ndev, id, r);
+      if (results[i] != cclSuccess) errors[i] = cclGetLastError(nullptr);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int r = 0; r < ndev; ++r) {
+    const auto i = static_cast<size_t>(r);
+    if (results[i] != cclSuccess) {
+      for (cclComm_t c : made) {
+        if (c != nullptr) cclCommDestroy(c);
+      }
+      return fail(from_ccl(results[i]), "%s: rank %d: %s", function, r, errors[i].c_str());
+    }
+  }
+  for (int r = 0; r < ndev; ++r) {
+    comms[r] = wrap(made[static_cast<size_t>(r)], devlist != nullptr ? devlist[r] : r);
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
+                           ncclConfig_t* config) {
+  const char* function = "ncclCommSplit";
+  begin_call();
+  cclComm_t parent = checked(comm, function);
+  if (parent == nullptr) return ncclInvalidArgument;
+  if (newcomm == nullptr) return fail(ncclInvalidArgument, "%s: newcomm is NULL", function);
+  *newcomm = nullptr;
+  cclConfig_t ccl_config;
+  if (!to_ccl_config(config, &ccl_config, function)) return ncclInvalidArgument;
+  cclComm_t child = nullptr;
+  const cclResult_t result =
+      cclCommSplit(parent, color, key, &child, config ? &ccl_config : nullptr);
+  if ((result != cclSuccess && result != cclInProgress) || child == nullptr) {
+    return from_ccl(result);  // NCCL_SPLIT_NOCOLOR: success and no communicator
+  }
+  *newcomm = wrap(child, comm->cuda_device);
+  if (*newcomm == nullptr) {
+    cclCommDestroy(child);
+    return fail(ncclSystemError, "%s: out of memory", function);
+  }
+  return from_ccl(result);
+}
+
+ncclResult_t ncclCommShrink(ncclComm_t, int*, int, ncclComm_t* newcomm, ncclConfig_t*, int) {
+  begin_call();
+  if (newcomm != nullptr) *newcomm = nullptr;
+  return unsupported(
+      "ncclCommShrink",
+      "ncclCommSplit with NCCL_SPLIT_NOCOLOR on the excluded ranks makes the same communicator");
+}
+
+ncclResult_t ncclCommRevoke(ncclComm_t, int) {
+  begin_call();
+  return unsupported("ncclCommRevoke", "ncclCommAbort stops a communicator's operations");
+}
+
+ncclResult_t ncclCommFinalize(ncclComm_t comm) {
+  begin_call();
+  cclComm_t c = checked(comm, "ncclCommFinalize");
+  return c != nullptr ? from_ccl(cclCommFinalize(c)) : ncclInvalidArgument;
+}
+
+ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  begin_call();
+  if (comm == nullptr) return ncclSuccess;  // as NCCL: destroying NULL is a no-op
+  const cclResult_t result = cclCommDestroy(comm->ccl);
+  delete comm;
+  return from_ccl(result);
+}
+
+ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  begin_call();
+  if (comm == nullptr) return ncclSuccess;
+  const cclResult_t result = cclCommAbort(comm->ccl);
+  delete comm;
+  return from_ccl(result);
+}
+
+ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
+  begin_call();
+  cclComm_t c = checked(comm, "ncclCommGetAsyncError");
+  if (c == nullptr) return ncclInvalidArgument;
+  if (asyncError == nullptr) {
+    return fail(ncclInvalidArgument, "ncclCommGetAsyncError: asyncError is NULL");
+  }
+  cclResult_t error = cclSuccess;
+  const cclResult_t result = cclCommGetAsyncError(c, &error);
+  if (result != cclSuccess) return from_ccl(result);
+  *asyncError = from_ccl(error);
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
+  begin_call();
+  cclComm_t c = checked(comm, "ncclCommCount");
+  return c != nullptr ? from_ccl(cclCommCount(c, count)) : ncclInvalidArgument;
+}
+
+ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
+  begin_call();
+  cclComm_t c = checked(comm, "ncclCommUserRank");
+  return c != nullptr ? from_ccl(cclCommUserRank(c, rank)) : ncclInvalidArgument;
+}
+
+ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device) {
+  begin_call();
+  if (checked(comm, "ncclCommCuDevice") == nullptr) return ncclInvalidArgument;
+  if (device == nullptr) return fail(ncclInvalidArgument, "ncclCommCuDevice: device is NULL");
+  *device = comm->cuda_device;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_t size, void** handle) {
+  begin_call();
+  cclComm_t c = checked(comm, "ncclCommRegister");
+  return c != nullptr ? from_ccl(cclCommRegister(c, buff, size, handle)) : ncclInvalidArgument;
+}
+
+ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle) {
+  begin_call();
+  cclComm_t c = checked(comm, "ncclCommDeregister");
+  return c != nullptr ? from_ccl(cclCommDeregister(c, handle)) : ncclInvalidArgument;
+}
+
+ncclResult_t ncclCommWindowRegister(ncclComm_t, void*, size_t, ncclWindow_t* win, int) {
+  begin_call();
+  if (win != nullptr) *win = nullptr;
+  return unsupported("ncclCommWindowRegister (symmetric memory windows)",
+                     "ncclCommRegister registers a buffer for every collective");
+}
+
+ncclResult_t ncclCommWindowDeregister(ncclComm_t, ncclWindow_t) {
+  begin_call();
+  return unsupported("ncclCommWindowDeregister (symmetric memory windows)", "");
+}
+
+CCL_NCCL_PROFILING_ALIAS(ncclCommInitRankConfig)
+CCL_NCCL_PROFILING_ALIAS(ncclCommInitRank)
+CCL_NCCL_PROFILING_ALIAS(ncclCommInitRankScalable)
+CCL_NCCL_PROFILING_ALIAS(ncclCommInitAll)
+CCL_NCCL_PROFILING_ALIAS(ncclCommSplit)
+CCL_NCCL_PROFILING_ALIAS(ncclCommShrink)
+CCL_NCCL_PROFILING_ALIAS(ncclCommRevoke)
+CCL_NCCL_PROFILING_ALIAS(ncclCommFinalize)
+CCL_NCCL_PROFILING_ALIAS(ncclCommDestroy)
+CCL_NCCL_PROFILING_ALIAS(ncclCommAbort)
+CCL_NCCL_PROFILING_ALIAS(ncclCommGetAsyncError)
+CCL_NCCL_PROFILING_ALIAS(ncclCommCount)
+CCL_NCCL_PROFILING_ALIAS(ncclCommUserRank)
+CCL_NCCL_PROFILING_ALIAS(ncclCommCuDevice)
+CCL_NCCL_PROFILING_ALIAS(ncclCommRegister)
+CCL_NCCL_PROFILING_ALIAS(ncclCommDeregister)
+CCL_NCCL_PROFILING_ALIAS(ncclCommWindowRegister)
+CCL_NCCL_PROFILING_ALIAS(ncclCommWindowDeregister)
