@@ -6,6 +6,7 @@
 
 #include "algorithms/reduce/cuda/cuda_kernel_names.h"
 #include "algorithms/reduce/reduce.h"
+#include "base/log.h"
 #include "cuda/cuda_driver.h"
 
 namespace ccl {
@@ -16,6 +17,7 @@ namespace {
 struct Offer {
   cuda::IpcBuffer in;
   cuda::IpcBuffer out;
+  cuda::DeviceUuid device;  // of the buffers
   int32_t ok = 0;
   int32_t pad = 0;
 };
@@ -25,6 +27,29 @@ struct Offer {
 bool DeviceIpc::applies(int nhosts, int nranks) const {
   return enabled_ && nhosts == 1 && nranks > 1 && cuda::have_kernels() &&
          cuda::cuda_driver() != nullptr;
+}
+
+bool DeviceIpc::devices_reach_each_other(const std::vector<cuda::DeviceUuid>& devices,
+                                         const AllGather& all_gather) {
+  if (std::all_of(devices.begin(), devices.end(),
+                  [&](const cuda::DeviceUuid& d) { return d == devices[0]; })) {
+    return true;  // one GPU: every buffer is on the device that reads it
+  }
+  if (auto known = reachable_.find(devices); known != reachable_.end()) return known->second;
+  // Every rank asks its driver about every other device, then all take the answer of the
+  // weakest: a pair without P2P (or a device some rank does not see) stages everyone.
+  char mine = 1;
+  for (const cuda::DeviceUuid& d : devices) mine = mine && cuda::can_access_device(d);
+  std::vector<char> answers(devices.size());
+  all_gather(&mine, answers.data(), 1);
+  const bool all = std::all_of(answers.begin(), answers.end(), [](char a) { return a != 0; });
+  if (!all) {
+    CCL_INFO(kColl,
+             "CUDA IPC allreduce: some rank cannot reach a peer's GPU (no P2P access): these "
+             "GPUs' allreduces are staged through the host");
+  }
+  reachable_.emplace(devices, all);
+  return all;
 }
 
 bool DeviceIpc::all_reduce(const void* sendbuff, void* recvbuff, size_t count, cclDataType_t type,
@@ -43,6 +68,7 @@ bool DeviceIpc::all_reduce(const void* sendbuff, void* recvbuff, size_t count, c
       mine.in = cuda::export_buffer(sendbuff);
       mine.out = cuda::export_buffer(recvbuff);
       mine.ok = mine.in.valid && mine.out.valid;
+      mine.device = cuda::current_device_uuid();
     }
   }
   // The inputs are ready before the exchange, which every rank leaves only once every rank has
@@ -53,6 +79,9 @@ bool DeviceIpc::all_reduce(const void* sendbuff, void* recvbuff, size_t count, c
   if (!std::all_of(offers.begin(), offers.end(), [](const Offer& o) { return o.ok != 0; })) {
     return false;
   }
+  std::vector<cuda::DeviceUuid> devices(nranks);
+  for (int q = 0; q < nranks; ++q) devices[q] = offers[q].device;
+  if (!devices_reach_each_other(devices, all_gather)) return false;
 
   std::vector<const std::byte*> inputs(nranks);
   std::vector<std::byte*> outputs(nranks);

@@ -7,11 +7,16 @@
 // that slice into every peer's output. Only rank r reads or writes slice r of any buffer, so two
 // host synchronisations suffice: an allgather of the buffers' handles once every rank's inputs
 // are ready (it is also the agreement: the path is taken only if every rank offered device
-// buffers), and one after every rank's writes are done.
+// buffers), and one after every rank's writes are done. Ranks on different GPUs take the path
+// only if each GPU can read the others' memory (P2P, cuDeviceCanAccessPeer): the first time a
+// set of GPUs meets, the ranks exchange what their drivers say, and all stage through the host
+// if any pair cannot.
 #pragma once
 
 #include <cstddef>
 #include <functional>
+#include <map>
+#include <vector>
 
 #include "ccl/ccl.h"
 #include "cuda/cuda_ipc.h"
@@ -42,7 +47,14 @@ class DeviceIpc {
                   cclRedOp_t op, int rank, int nranks, const AllGather& all_gather);
 
  private:
+  // Whether every rank's device can read every other's memory (P2P): the same answer on every
+  // rank. Asked of the driver by an exchange of the ranks' answers the first time a set of
+  // devices is seen, then remembered (every rank sees the same sets in the same order).
+  bool devices_reach_each_other(const std::vector<cuda::DeviceUuid>& devices,
+                                const AllGather& all_gather);
+
   bool enabled_;
+  std::map<std::vector<cuda::DeviceUuid>, bool> reachable_;
   cuda::IpcImports imports_;
   cuda::DeviceKernels kernels_;
   cuda::OwnStream stream_;

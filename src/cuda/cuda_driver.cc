@@ -66,10 +66,12 @@ Loaded load_driver() {
   std::string missing;
   decltype(&::cuInit) init = nullptr;
   decltype(&::cuDriverGetVersion) driver_get_version = nullptr;
-  decltype(&::cuDeviceGetCount) device_get_count = nullptr;
   resolve(get, "cuInit", &init, &missing);
   resolve(get, "cuDriverGetVersion", &driver_get_version, &missing);
-  resolve(get, "cuDeviceGetCount", &device_get_count, &missing);
+  resolve(get, "cuDeviceGetCount", &api->device_get_count, &missing);
+  resolve(get, "cuDeviceGet", &api->device_get, &missing);
+  resolve(get, "cuDeviceGetUuid", &api->device_get_uuid, &missing);
+  resolve(get, "cuDeviceCanAccessPeer", &api->device_can_access_peer, &missing);
   resolve(get, "cuGetErrorString", &api->get_error_string, &missing);
   resolve(get, "cuGetErrorName", &api->get_error_name, &missing);
   resolve(get, "cuPointerGetAttribute", &api->pointer_get_attribute, &missing);
@@ -113,7 +115,7 @@ Loaded load_driver() {
     return {nullptr, std::string("cuInit failed: ") + (text != nullptr ? text : "?")};
   }
   int devices = 0;
-  if (device_get_count(&devices) != CUDA_SUCCESS || devices == 0) {
+  if (api->device_get_count(&devices) != CUDA_SUCCESS || devices == 0) {
     delete api;
     return {nullptr, "the CUDA driver sees no device"};
   }

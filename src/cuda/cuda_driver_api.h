@@ -24,6 +24,11 @@ struct DriverApi {
   decltype(&::cuCtxGetDevice) ctx_get_device = nullptr;
   decltype(&::cuDevicePrimaryCtxRetain) primary_ctx_retain = nullptr;
   decltype(&::cuDeviceGetAttribute) device_get_attribute = nullptr;
+  // Which devices a process sees and whether one can read another's memory (cuda_ipc.h).
+  decltype(&::cuDeviceGetCount) device_get_count = nullptr;
+  decltype(&::cuDeviceGet) device_get = nullptr;
+  decltype(&::cuDeviceGetUuid) device_get_uuid = nullptr;
+  decltype(&::cuDeviceCanAccessPeer) device_can_access_peer = nullptr;
   decltype(&::cuStreamGetCtx) stream_get_ctx = nullptr;
   decltype(&::cuStreamCreate) stream_create = nullptr;
   decltype(&::cuStreamDestroy_v2) stream_destroy = nullptr;

@@ -40,6 +40,48 @@ IpcBuffer export_buffer(const void* data) {
   return b;
 }
 
+DeviceUuid current_device_uuid() {
+  DeviceUuid id;
+#if CCL_HAVE_CUDA_H
+  const DriverApi& api = require_driver("cuDeviceGetUuid");
+  CUdevice device = 0;
+  check(api, api.ctx_get_device(&device), "cuCtxGetDevice");
+  CUuuid uuid;
+  static_assert(sizeof(uuid.bytes) == sizeof(id.bytes));
+  check(api, api.device_get_uuid(&uuid, device), "cuDeviceGetUuid");
+  std::memcpy(id.bytes.data(), uuid.bytes, sizeof(uuid.bytes));
+#endif
+  return id;
+}
+
+bool can_access_device(const DeviceUuid& peer) {
+#if CCL_HAVE_CUDA_H
+  const DriverApi* api = cuda_driver();
+  CUdevice mine = 0;
+  int count = 0;
+  if (api == nullptr || api->ctx_get_device(&mine) != CUDA_SUCCESS ||
+      api->device_get_count(&count) != CUDA_SUCCESS) {
+    return false;
+  }
+  for (int ordinal = 0; ordinal < count; ++ordinal) {
+    CUdevice device = 0;
+    CUuuid uuid;
+    if (api->device_get(&device, ordinal) != CUDA_SUCCESS ||
+        api->device_get_uuid(&uuid, device) != CUDA_SUCCESS ||
+        std::memcmp(uuid.bytes, peer.bytes.data(), sizeof(uuid.bytes)) != 0) {
+      continue;
+    }
+    if (device == mine) return true;
+    int can = 0;
+    return api->device_can_access_peer(&can, mine, device) == CUDA_SUCCESS && can != 0;
+  }
+  return false;  // a device this process does not see
+#else
+  (void)peer;
+  return false;
+#endif
+}
+
 IpcImports::~IpcImports() {
 #if CCL_HAVE_CUDA_H
   const DriverApi* api = cuda_driver();

@@ -29,6 +29,22 @@ static_assert(sizeof(IpcBuffer) == 88);
 // from cuMemCreate, or managed memory, which IPC cannot share).
 IpcBuffer export_buffer(const void* data);
 
+// A device as every process of the host names it (cuDeviceGetUuid): ordinals differ between
+// processes (CUDA_VISIBLE_DEVICES), the UUID does not. All zero where it cannot be had.
+struct DeviceUuid {
+  std::array<unsigned char, 16> bytes{};
+  auto operator<=>(const DeviceUuid&) const = default;
+};
+static_assert(sizeof(DeviceUuid) == 16);
+
+// The device of the caller's current context (a ContextScope of cuda_memory.h).
+DeviceUuid current_device_uuid();
+
+// Whether the current context's device can open and read memory of device `peer` through IPC:
+// the same device, or one it has peer access to (cuDeviceCanAccessPeer, NVLink or PCIe P2P).
+// False for a device this process does not see, or without a driver.
+bool can_access_device(const DeviceUuid& peer);
+
 // The handles this process opened, each opened once, closed at destruction. Not thread-safe
 // (the communicator uses it under its op mutex).
 class IpcImports {

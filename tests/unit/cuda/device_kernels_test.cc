@@ -182,6 +182,31 @@ TEST_P(DeviceIpcAllReduce, CclCudaIpcZeroStagesThroughTheHost) {
   EXPECT_EQ(fake::kernel_launches(), before);
 }
 
+// Ranks on two GPUs (rank % 2): with peer access they reduce through IPC; without it (no P2P
+// between the GPUs) every rank stages through the host, with the same results.
+TEST_P(DeviceIpcAllReduce, GpusWithPeerAccessReduceWhereTheBuffersAre) {
+  if (!ccl::cuda::have_kernels()) GTEST_SKIP() << "this build has no CUDA kernels";
+  fake::set_devices(2, true);
+  const int before = fake::kernel_launches();
+  ccl_test::run_ranks(GetParam(), [&](ccl::Communicator& comm) {
+    fake::use_device(comm.rank() % 2);
+    expect_allreduce<int32_t>(comm, 1001, cclInt32, cclSum, false, true);
+    expect_allreduce<int32_t>(comm, 1001, cclInt32, cclMax, true, true);
+  });
+  EXPECT_GT(fake::kernel_launches(), before);
+}
+
+TEST_P(DeviceIpcAllReduce, GpusWithoutPeerAccessStageThroughTheHost) {
+  fake::set_devices(2, false);
+  const int before = fake::kernel_launches();
+  ccl_test::run_ranks(GetParam(), [&](ccl::Communicator& comm) {
+    fake::use_device(comm.rank() % 2);
+    expect_allreduce<int32_t>(comm, 1001, cclInt32, cclSum, false, true);
+    expect_allreduce<int32_t>(comm, 1001, cclInt32, cclMax, true, true);
+  });
+  EXPECT_EQ(fake::kernel_launches(), before);
+}
+
 INSTANTIATE_TEST_SUITE_P(Ranks, DeviceIpcAllReduce, testing::Values(2, 3, 4), ccl_test::ranks_name);
 
 TEST(CudaKernelsWithoutDriver, RefuseClearly) {

@@ -176,9 +176,34 @@ CUresult ctx_set_current(CUcontext context) {
   current_context = context;
   return CUDA_SUCCESS;
 }
+thread_local int thread_device = 0;  // use_device()
+std::atomic<int> device_count{1};
+std::atomic<bool> peer_access{true};
+
 CUresult ctx_get_device(CUdevice* device) {
-  *device = 0;
+  *device = thread_device;
   return current_context != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+}
+CUresult device_get_count(int* count) {
+  *count = device_count.load();
+  return CUDA_SUCCESS;
+}
+CUresult device_get(CUdevice* device, int ordinal) {
+  if (ordinal < 0 || ordinal >= device_count.load()) return CUDA_ERROR_INVALID_DEVICE;
+  *device = ordinal;
+  return CUDA_SUCCESS;
+}
+CUresult device_get_uuid(CUuuid* uuid, CUdevice device) {
+  if (device < 0 || device >= device_count.load()) return CUDA_ERROR_INVALID_DEVICE;
+  std::memset(uuid, 0, sizeof(*uuid));
+  uuid->bytes[0] = static_cast<char>(0x40 + device);
+  return CUDA_SUCCESS;
+}
+CUresult device_can_access_peer(int* can, CUdevice device, CUdevice peer) {
+  const int n = device_count.load();
+  if (device < 0 || device >= n || peer < 0 || peer >= n) return CUDA_ERROR_INVALID_DEVICE;
+  *can = device != peer && peer_access.load() ? 1 : 0;
+  return CUDA_SUCCESS;
 }
 CUresult primary_ctx_retain(CUcontext* context, CUdevice) {
   *context = fake_context();
@@ -366,6 +391,12 @@ void install() {
   api.ctx_get_device = ctx_get_device;
   api.primary_ctx_retain = primary_ctx_retain;
   api.device_get_attribute = device_get_attribute;
+  api.device_get_count = device_get_count;
+  api.device_get = device_get;
+  api.device_get_uuid = device_get_uuid;
+  api.device_can_access_peer = device_can_access_peer;
+  device_count.store(1);
+  peer_access.store(true);
   api.stream_get_ctx = stream_get_ctx;
   api.stream_create = stream_create;
   api.stream_destroy = stream_destroy;
@@ -393,6 +424,13 @@ void install() {
 }
 
 void uninstall() { ccl::cuda::set_cuda_driver_for_testing(nullptr); }
+
+void set_devices(int count, bool p2p) {
+  device_count.store(count);
+  peer_access.store(p2p);
+}
+
+void use_device(int device) { thread_device = device; }
 
 void refuse_stream_wait_value(bool refuse) { state().refuse_wait_value.store(refuse); }
 

@@ -23,6 +23,12 @@ void uninstall();
 // Make cuStreamWaitValue32 answer CUDA_ERROR_NOT_SUPPORTED (the host-function fallback).
 void refuse_stream_wait_value(bool refuse);
 
+// Devices: `count` GPUs (1 after install), any two of which have peer access if `p2p`. A
+// thread's contexts are on the device it last chose with use_device (0 at first), so that rank
+// threads can sit on GPUs of their own; memory is one arena whatever the device.
+void set_devices(int count, bool p2p);
+void use_device(int device);
+
 // Device memory: allocation (as cuMemAlloc), and the test's own access to it.
 void* device_alloc(size_t bytes);
 void device_free(void* p);
