@@ -3,9 +3,11 @@
 # GPU 0,
 #   1. tests/cuda/cuda_kernels_check: every kernel of the fatbin against the CPU kernels, bit for
 #      bit, and each kernel's GB/s against cudaMemcpy device to device (the copy ceiling);
-#   2. tests/cuda/device_collectives_check at 2, 3 and 4 ranks on that one GPU: every collective x
+#   2. ccl's all_reduce_perf with --memory device (cudaMalloc'd buffers, a CUDA stream) at 2
+#      ranks on the GPU, its busbw next to that cudaMemcpy figure;
+#   3. tests/cuda/device_collectives_check at 2, 3 and 4 ranks on that one GPU: every collective x
 #      datatype x op on device buffers and CUDA streams, byte for byte against the host path;
-#   3. the NCCL ABI shim: tests/nccl_shim's C program on libnccl.so.2 = libccl_nccl.so, and, when
+#   4. the NCCL ABI shim: tests/nccl_shim's C program on libnccl.so.2 = libccl_nccl.so, and, when
 #      NCCL_TESTS_DIR names a checkout of nccl-tests (it cannot be downloaded on the device
 #      machine: carry it there), nccl-tests' all_reduce_perf built against NCCL's nccl.h and run
 #      on the shim with device buffers (1 rank per GPU, as nccl-tests places them).
@@ -19,6 +21,10 @@ cd "$(dirname "$0")/.." || exit 2
 build=${1:-build-device}
 start=$(date +%s)
 log() { echo "device-check: $*"; }
+# The best out-of-place busbw (column 8) of the float rows of an nccl-tests table on stdin.
+best_busbw() { awk '/^ +[0-9]+ +[0-9]+ +float/ {if ($8 > b) b = $8} END {print b + 0}'; }
+# A sweep's output passed: exit status 0 and no wrong element.
+sweep_ok() { [ "$1" = 0 ] && ! grep -q "Out of bounds values : [1-9]" <<<"$2"; }
 
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
   log "no GPU here (nvidia-smi finds none): nothing to check"
@@ -30,7 +36,7 @@ log "GPU 0: $gpu"
 jobs=$(nproc)
 if ! timeout 360 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >"$build.cmake.log" 2>&1 ||
    ! timeout 360 cmake --build "$build" -j "$jobs" --target cuda_kernels_check \
-       device_collectives_check all_reduce_perf >"$build.build.log" 2>&1; then
+       device_collectives_check all_reduce_perf cclrun >"$build.build.log" 2>&1; then
   tail -30 "$build.cmake.log" "$build.build.log" 2>/dev/null
   log "FAIL: the build failed"
   exit 1
@@ -49,6 +55,20 @@ if [ $status = 0 ]; then
   summary+=("$(echo "$kernels_out" | grep -m1 '^cuda_kernels_check:' | sed 's/^cuda_kernels_check: //')")
 else
   failed+=("cuda_kernels_check (status $status)")
+fi
+
+# ccl's all_reduce_perf on device buffers and a CUDA stream (--memory device), 2 ranks on the
+# one GPU, its busbw set against the cudaMemcpy device-to-device figure measured above.
+copy_gbs=$(echo "$kernels_out" | sed -n 's/.*cudaMemcpy D2D \([0-9.]*\) GB\/s.*/\1/p' | head -1)
+out=$(timeout 300 "$build/tools/cclrun" -np 2 "$build/perf/all_reduce_perf" --memory device \
+        -b 1M -e 256M -f 4 -c 1 2>&1)
+status=$?
+echo "$out" | tail -12
+if sweep_ok "$status" "$out"; then
+  best=$(best_busbw <<<"$out")
+  summary+=("all_reduce_perf --memory device, 2 ranks: best busbw ${best} GB/s (cudaMemcpy D2D ${copy_gbs:-?} GB/s)")
+else
+  failed+=("all_reduce_perf --memory device (status $status)")
 fi
 
 for n in 2 3 4; do
@@ -82,8 +102,8 @@ if [ -n "$shim_dir" ] && [ -d "$shim_dir" ]; then
               "$NCCL_TESTS_DIR/build/all_reduce_perf" -b 8 -e 256M -f 4 -g 1 -c 1 2>&1)
       status=$?
       echo "$out" | tail -25
-      if [ $status = 0 ] && ! echo "$out" | grep -q "Out of bounds values : [1-9]"; then
-        best=$(echo "$out" | awk '/^ +[0-9]+ +[0-9]+ +float/ {if ($8 > b) b = $8} END {print b + 0}')
+      if sweep_ok "$status" "$out"; then
+        best=$(best_busbw <<<"$out")
         summary+=("nccl-tests all_reduce_perf on the shim: 1 rank, best busbw ${best} GB/s")
       else
         failed+=("nccl-tests all_reduce_perf on the shim (status $status)")

@@ -16,6 +16,7 @@
 
 #include "ccl/ccl.h"
 #include "datatype.h"
+#include "device_memory.h"
 #include "json_report.h"
 #include "options.h"
 #include "pattern.h"
@@ -32,36 +33,56 @@ struct Failure : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Frees with std::free or, for registered buffers (-R), cclMemFree.
+// Where a buffer lives: malloc'd host memory, cclMemAlloc's (-R), or the rank's GPU (--memory).
+enum class Memory { Host, Registered, Device };
+
 struct BufferDeleter {
-  bool registered = false;
+  Memory memory = Memory::Host;
   void operator()(char* p) const {
-    if (registered) {
-      cclMemFree(p);
-    } else {
-      std::free(p);
+    switch (memory) {
+      case Memory::Registered:
+        cclMemFree(p);
+        return;
+      case Memory::Device:
+        device::release(p);
+        return;
+      case Memory::Host:
+        std::free(p);
+        return;
     }
   }
 };
 using Buffer = std::unique_ptr<char, BufferDeleter>;
 
-// Page-aligned and touched, so that page faults stay out of the timed loop. `registered` (-R 1
-// or 2): from cclMemAlloc, memory the other ranks can map (nccl-tests' ncclMemAlloc buffers).
-Buffer allocate(size_t bytes, bool registered) {
+// Page-aligned and touched (zeroed), so that page faults stay out of the timed loop. Registered
+// (-R 1 or 2): from cclMemAlloc, memory the other ranks can map (nccl-tests' ncclMemAlloc
+// buffers). Device: cudaMalloc on the current GPU.
+Buffer allocate(size_t bytes, Memory memory) {
   const size_t page = 4096;
   const size_t rounded = std::max<size_t>((bytes + page - 1) / page * page, page);
   void* p = nullptr;
-  if (registered) {
-    if (cclMemAlloc(&p, rounded) != cclSuccess) {
-      throw Failure("cclMemAlloc of " + std::to_string(rounded) +
-                    " bytes failed: " + cclGetLastError(nullptr));
-    }
-  } else {
-    p = std::aligned_alloc(page, rounded);
-    if (!p) throw Failure("cannot allocate " + std::to_string(rounded) + " bytes");
+  switch (memory) {
+    case Memory::Registered:
+      if (cclMemAlloc(&p, rounded) != cclSuccess) {
+        throw Failure("cclMemAlloc of " + std::to_string(rounded) +
+                      " bytes failed: " + cclGetLastError(nullptr));
+      }
+      std::memset(p, 0, rounded);
+      break;
+    case Memory::Device:
+      try {
+        p = device::alloc(rounded);
+      } catch (const std::runtime_error& e) {
+        throw Failure(e.what());
+      }
+      break;
+    case Memory::Host:
+      p = std::aligned_alloc(page, rounded);
+      if (!p) throw Failure("cannot allocate " + std::to_string(rounded) + " bytes");
+      std::memset(p, 0, rounded);
+      break;
   }
-  std::memset(p, 0, rounded);
-  return Buffer(static_cast<char*>(p), BufferDeleter{registered});
+  return Buffer(static_cast<char*>(p), BufferDeleter{memory});
 }
 
 double seconds_since(Clock::time_point t0) {
@@ -76,12 +97,15 @@ class Bench {
   // After a failure the communicator is aborted first, so queued work cannot hold this up.
   ~Bench() {
     if (stream_) cclStreamDestroy(stream_);
+    if (cuda_stream_) device::destroy_stream(cuda_stream_);
   }
 
   void close() {
     cclStream_t s = stream_;
     stream_ = nullptr;
     if (s) call(cclStreamDestroy(s), "cclStreamDestroy");
+    if (cuda_stream_) device::destroy_stream(cuda_stream_);
+    cuda_stream_ = nullptr;
   }
 
   int run(const char* program) {
@@ -93,10 +117,29 @@ class Bench {
     describe_ranks();
     if (info_.has_root && o_.root >= n_)
       throw Failure("root " + std::to_string(o_.root) + " is not a rank of " + std::to_string(n_));
-    send_ = allocate(o_.max_bytes, o_.local_register != 0);
-    recv_ = allocate(o_.max_bytes, o_.local_register != 0);
-    if (o_.check) expected_ = allocate(o_.max_bytes, false);
-    if (!o_.blocking && !o_.stream_null) call(cclStreamCreate(&stream_), "cclStreamCreate");
+    const Memory memory = o_.device_memory         ? Memory::Device
+                          : o_.local_register != 0 ? Memory::Registered
+                                                   : Memory::Host;
+    send_ = allocate(o_.max_bytes, memory);
+    recv_ = allocate(o_.max_bytes, memory);
+    if (o_.check) expected_ = allocate(o_.max_bytes, Memory::Host);
+    if (o_.device_memory && o_.check) {
+      // The check data is made and read on the host, and copied to and from the GPU.
+      host_send_ = allocate(o_.max_bytes, Memory::Host);
+      host_recv_ = allocate(o_.max_bytes, Memory::Host);
+    }
+    if (!o_.blocking && !o_.stream_null) {
+      if (o_.device_memory) {  // as nccl-tests: the collectives ordered on a CUDA stream
+        try {
+          cuda_stream_ = device::create_stream();
+        } catch (const std::runtime_error& e) {
+          throw Failure(e.what());
+        }
+        call(cclStreamFromCuda(cuda_stream_, &stream_), "cclStreamFromCuda");
+      } else {
+        call(cclStreamCreate(&stream_), "cclStreamCreate");
+      }
+    }
     report_.options = o_;
     print(column_header(o_.report_cputime != 0));
 
@@ -144,7 +187,23 @@ class Bench {
     report_.ranks = decode_rank_table(table.data(), n_);
     print("# Using devices\n");
     for (const auto& d : report_.ranks) print(rank_line(d.rank, 0, d.pid, d.host, d.device));
+    if (o_.device_memory) select_device();
     limit_memory();
+  }
+
+  // --memory device: GPU (local rank mod the GPUs seen) of this process, or a clear failure
+  // where there is none (on every rank: each finds the same reason on its own host).
+  void select_device() {
+    const std::string why = device::unavailable_reason();
+    if (!why.empty()) throw Failure("--memory device: " + why);
+    int local = 0;
+    for (int r = 0; r < rank_; ++r) local += report_.ranks[r].host == report_.ranks[rank_].host;
+    try {
+      const int gpu = device::select_for(local);
+      if (rank_ == 0) print("# Device buffers: rank 0 on GPU " + std::to_string(gpu) + "\n");
+    } catch (const std::runtime_error& e) {
+      throw Failure(e.what());
+    }
   }
 
   // nccl-tests shrinks maxBytes to what the device holds; here the host's memory is shared by
@@ -155,8 +214,14 @@ class Bench {
     const uint64_t total = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) *
                            static_cast<uint64_t>(sysconf(_SC_PAGE_SIZE));
     const uint64_t reserve = uint64_t{1} << 30;
-    uint64_t limit = total > reserve ? (total - reserve) / std::max(local, 1) / (o_.check ? 3 : 2)
+    // Host buffers: send, receive and (checking) expected; device mode adds two host mirrors.
+    const int host_buffers = o_.device_memory ? (o_.check ? 3 : 0) : (o_.check ? 3 : 2);
+    uint64_t limit = total > reserve ? (total - reserve) / std::max(local, 1) /
+                                           static_cast<uint64_t>(std::max(host_buffers, 1))
                                      : uint64_t{1} << 20;
+    if (o_.device_memory) {  // send and receive on the GPU, which ranks may share
+      limit = std::min<uint64_t>(limit, device::free_bytes() / 2 / std::max(local, 1) * 9 / 10);
+    }
     call(cclAllReduce(&limit, &limit, 1, cclUint64, cclMin, comm_, nullptr),
          "cclAllReduce (memory limit)");
     if (o_.max_bytes > limit) {
@@ -247,11 +312,43 @@ class Bench {
     }
   }
 
+  // The buffers the check data is made in: the GPU's host mirrors in device mode.
+  CheckBuffers check_buffers() const {
+    if (o_.device_memory) return {host_send_.get(), host_recv_.get(), expected_.get()};
+    return {send_.get(), recv_.get(), expected_.get()};
+  }
+
+  void prepare(const CheckSpec& spec, const Geometry& g, bool in_place) {
+    prepare_check(spec, rank_, g, in_place, check_buffers());
+    if (o_.device_memory) {
+      copy(device::to_device, send_.get(), host_send_.get(), o_.max_bytes);
+      copy(device::to_device, recv_.get(), host_recv_.get(), o_.max_bytes);
+    }
+  }
+
+  // What the operation wrote, where the host can compare it.
+  const void* received(const CheckSpec& spec, const Geometry& g, bool in_place) {
+    const void* got = op_recv_ptr(spec, rank_, g, in_place, recv_.get());
+    if (!o_.device_memory) return got;
+    const size_t offset = static_cast<const char*>(got) - recv_.get();
+    const size_t bytes = g.recv_count * type_info(spec.type).size;
+    copy(device::to_host, host_recv_.get() + offset, got, bytes);
+    return host_recv_.get() + offset;
+  }
+
+  template <class Copy>
+  static void copy(Copy how, void* dst, const void* src, size_t bytes) {
+    try {
+      how(dst, src, bytes);
+    } catch (const std::runtime_error& e) {
+      throw Failure(e.what());
+    }
+  }
+
   Measurement bench_time(CheckSpec spec, const Geometry& g, bool in_place) {
-    const CheckBuffers bufs{send_.get(), recv_.get(), expected_.get()};
     if (o_.check) {
       spec.seed = 99;
-      prepare_check(spec, rank_, g, in_place, bufs);
+      prepare(spec, g, in_place);
     }
     start_coll(spec, g, in_place, 0);  // in step before timing
     complete_coll();
@@ -280,10 +377,10 @@ class Bench {
       int64_t wrong = 0;
       for (int c = 0; c < o_.check; ++c) {
         spec.seed = ++check_seed_;
-        prepare_check(spec, rank_, g, in_place, bufs);
+        prepare(spec, g, in_place);
         start_coll(spec, g, in_place, 0);
         complete_coll();
-        const void* got = op_recv_ptr(spec, rank_, g, in_place, recv_.get());
+        const void* got = received(spec, g, in_place);
         const int64_t local = count_wrong(got, expected_.get(), g.recv_count, spec.type);
         if (local) ++errors_;
         wrong = sum_all(local);
@@ -340,7 +437,9 @@ class Bench {
   int rank_;
   int n_;
   cclStream_t stream_ = nullptr;
+  CUstream_st* cuda_stream_ = nullptr;  // --memory device, stream mode
   Buffer send_, recv_, expected_;
+  Buffer host_send_, host_recv_;  // --memory device with checks: the GPU buffers' host mirrors
   RunReport report_;
   int64_t errors_ = 0;  // rows x placements with a wrong element on this rank
   uint64_t check_seed_ = 0;

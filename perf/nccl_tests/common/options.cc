@@ -16,7 +16,8 @@ struct Flag {
   bool takes_value;
 };
 
-// nccl-tests' letters and long names; --json is ours (nccl-tests' -J writes its own schema).
+// nccl-tests' letters and long names; --json (nccl-tests' -J writes its own schema) and --memory
+// (nccl-tests always uses device memory, ccl host memory unless asked) are ours.
 const Flag kFlags[] = {
     {'t', "nthreads", true},
     {'g', "ngpus", true},
@@ -42,6 +43,7 @@ const Flag kFlags[] = {
     {'R', "local_register", true},
     {'h', "help", false},
     {'\0', "json", true},
+    {'\0', "memory", true},
 };
 
 std::optional<long long> parse_int(const std::string& text) {
@@ -127,6 +129,13 @@ class Parser {
         o_.help = true;
         return true;
       case '\0':
+        if (std::string(flag.long_name) == "memory") {
+          if (value != "host" && value != "device") {
+            return fail("--memory must be host or device, not '" + value + "'");
+          }
+          o_.device_memory = value == "device";
+          return true;
+        }
         if (value.empty()) return fail("--json needs a file name");
         o_.json_path = value;
         return true;
@@ -326,6 +335,7 @@ std::string usage(std::string_view program) {
       "[-a,--average <0/1/2/3> report average iteration time <0=RANK0/1=AVG/2=MIN/3=MAX>]",
       "[-R,--local_register <0/1/2>]",
       "[--json <file> write the parameters and results as JSON (rank 0)]",
+      "[--memory <host/device> buffers in host memory (default) or on the rank's GPU]",
       "[-h,--help]",
   };
   for (const char* line : lines) u += std::string("\t") + line + " \n";

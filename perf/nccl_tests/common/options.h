@@ -36,8 +36,9 @@ struct Options {
   int cuda_graph = 0;      // -G: accepted, ignored on host
   int report_cputime = 0;  // -C
   Average average = Average::Mean;
-  int local_register = 0;  // -R 1|2: send/receive buffers from cclMemAlloc
-  std::string json_path;   // --json FILE (ours)
+  int local_register = 0;      // -R 1|2: send/receive buffers from cclMemAlloc
+  std::string json_path;       // --json FILE (ours)
+  bool device_memory = false;  // --memory device (ours): buffers on the rank's GPU, a CUDA stream
   bool help = false;
 };
 

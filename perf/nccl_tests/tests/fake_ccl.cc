@@ -113,6 +113,8 @@ cclResult_t cclRecv(void* r, size_t n, cclDataType_t t, int peer, cclComm_t, ccl
 }
 cclResult_t cclGroupStart(void) { return cclSuccess; }
 cclResult_t cclGroupEnd(void) { return cclSuccess; }
+// No CUDA in the fake: --memory device fails before it would get here.
+cclResult_t cclStreamFromCuda(struct CUstream_st*, cclStream_t*) { return cclInvalidUsage; }
 cclResult_t cclStreamCreate(cclStream_t* s) {
   *s = reinterpret_cast<cclStream_t>(&the_stream);
   return cclSuccess;

@@ -2,7 +2,9 @@
 // print, write and return.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
+#include <cctype>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -131,6 +133,19 @@ TEST(Harness, BadCommandLines) {
   r = run(kBroadcast + " -r 1 -b 8 -e 8");  // one rank: root 1 does not exist
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.out.find("root 1"), std::string::npos);
+}
+
+// --memory device where there is no GPU (here, and every machine without one): a failed run
+// that says why, on every rank, before any row. With a GPU it runs as the host sweep does
+// (scripts/device-check.sh).
+TEST(Harness, DeviceMemoryWithoutAGpuSaysWhy) {
+  if (access("/dev/nvidiactl", F_OK) == 0) GTEST_SKIP() << "an NVIDIA driver is present";
+  const Outcome r = run(kAllReduce + " --memory device -b 8 -e 64 -f 2");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("--memory device: "), std::string::npos) << r.out;
+  for (const auto& row : rows(r.out)) {  // the error line only: no row of sizes
+    EXPECT_FALSE(!row.empty() && std::isdigit(static_cast<unsigned char>(row[0][0]))) << r.out;
+  }
 }
 
 TEST(Harness, BroadcastRowsNameNoOpAndTheRoot) {

@@ -75,6 +75,15 @@ TEST(Options, LongNamesAttachedValuesAndJson) {
   EXPECT_EQ(parse({"--json=x.json"}).options.json_path, "x.json");
 }
 
+TEST(Options, MemoryIsHostUnlessDeviceIsAsked) {
+  EXPECT_FALSE(parse({}).options.device_memory);
+  EXPECT_FALSE(parse({"--memory", "host"}).options.device_memory);
+  EXPECT_TRUE(parse({"--memory=device"}).options.device_memory);
+  const ParseResult bad = parse({"--memory", "gpu"});
+  EXPECT_NE(bad.error.find("--memory must be host or device"), std::string::npos) << bad.error;
+  EXPECT_NE(parse({"--memory"}).error, "");
+}
+
 TEST(Options, SizeSyntax) {
   EXPECT_EQ(parse_size("8"), 8.0);
   EXPECT_EQ(parse_size("64K"), 65536.0);
