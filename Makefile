@@ -9,8 +9,8 @@
 #                   leaves out perf/ (its harness is single-threaded) and is built without the
 #                   CUDA toolkit (CCL_ENABLE_CUDA=OFF), so that CI builds ccl both ways
 #   make tsan-full  the same without the subset, and the integration tests too
-#   make fuzz       builds the libFuzzer targets with clang (build-fuzz/) and runs each for
-#                   FUZZ_SECONDS
+#   make fuzz       builds the libFuzzer targets with clang (build-fuzz/, without the CUDA
+#                   toolkit: no parser touches CUDA) and runs each for FUZZ_SECONDS
 #   make fuzz-ci    the same targets, each for FUZZ_RUNS inputs from the fixed seed FUZZ_SEED
 #                   (what .ci/run runs: the same inputs on every machine)
 BUILD ?= build
@@ -78,7 +78,8 @@ FUZZ_SECONDS ?= 30
 FUZZ_RUNS ?= 5000
 FUZZ_SEED ?= 1
 fuzz-build: deps
-	CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCCL_FUZZ=ON
+	CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCCL_FUZZ=ON \
+	      -DCCL_ENABLE_CUDA=OFF
 	cmake --build build-fuzz -j $(JOBS) --target fuzz_targets
 
 fuzz: fuzz-build
