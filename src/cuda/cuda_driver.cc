@@ -71,6 +71,7 @@ Loaded load_driver() {
   resolve(get, "cuDeviceGetCount", &api->device_get_count, &missing);
   resolve(get, "cuDeviceGet", &api->device_get, &missing);
   resolve(get, "cuDeviceGetUuid", &api->device_get_uuid, &missing);
+  resolve(get, "cuDeviceGetPCIBusId", &api->device_get_pci_bus_id, &missing);
   resolve(get, "cuDeviceCanAccessPeer", &api->device_can_access_peer, &missing);
   resolve(get, "cuGetErrorString", &api->get_error_string, &missing);
   resolve(get, "cuGetErrorName", &api->get_error_name, &missing);

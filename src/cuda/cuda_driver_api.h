@@ -28,6 +28,7 @@ struct DriverApi {
   decltype(&::cuDeviceGetCount) device_get_count = nullptr;
   decltype(&::cuDeviceGet) device_get = nullptr;
   decltype(&::cuDeviceGetUuid) device_get_uuid = nullptr;
+  decltype(&::cuDeviceGetPCIBusId) device_get_pci_bus_id = nullptr;  // cuda_devices.h
   decltype(&::cuDeviceCanAccessPeer) device_can_access_peer = nullptr;
   decltype(&::cuStreamGetCtx) stream_get_ctx = nullptr;
   decltype(&::cuStreamCreate) stream_create = nullptr;

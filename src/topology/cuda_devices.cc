@@ -1,30 +1,16 @@
 #include "topology/cuda_devices.h"
 
-#include <dlfcn.h>
-
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <utility>
+#include <vector>
 
 #include "base/log.h"
+#include "cuda/cuda_devices.h"
+#include "cuda/cuda_driver.h"
 
 namespace ccl::topo {
-
-namespace {
-
-// The few driver entry points used, declared here so that no CUDA header is needed to build.
-// CUresult is an int (0: CUDA_SUCCESS); CUdevice is an int handle.
-using CuInit = int (*)(unsigned int flags);
-using CuDeviceGetCount = int (*)(int* count);
-using CuDeviceGet = int (*)(int* device, int ordinal);
-using CuDeviceGetPciBusId = int (*)(char* bus_id, int len, int device);
-
-template <typename F>
-F symbol(void* lib, const char* name) {
-  return reinterpret_cast<F>(dlsym(lib, name));
-}
-
-}  // namespace
 
 namespace {
 
@@ -64,36 +50,29 @@ std::string canonical_pci_bus_id(const std::string& text) {
 
 std::map<std::string, int> cuda_device_ids() {
   std::map<std::string, int> ids;
-  // Never closed: unloading the driver while CUDA state may exist in the process is unsafe, and
-  // the loaded library costs nothing afterwards.
-  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (lib == nullptr) {
-    CCL_INFO(kTopo, "topology: no CUDA driver (libcuda.so.1): GPUs get no CUDA device ids");
-    return ids;
+  const std::vector<std::string> bus_ids = cuda::device_pci_bus_ids();
+  if (bus_ids.empty()) {
+    CCL_INFO(kTopo, "topology: GPUs get no CUDA device ids (%s)",
+             cuda::cuda_unavailable_reason().c_str());
   }
-  auto init = symbol<CuInit>(lib, "cuInit");
-  auto get_count = symbol<CuDeviceGetCount>(lib, "cuDeviceGetCount");
-  auto get_device = symbol<CuDeviceGet>(lib, "cuDeviceGet");
-  auto get_bus_id = symbol<CuDeviceGetPciBusId>(lib, "cuDeviceGetPCIBusId");
-  if (init == nullptr || get_count == nullptr || get_device == nullptr || get_bus_id == nullptr) {
-    CCL_INFO(kTopo, "topology: libcuda.so.1 lacks the device query functions");
-    return ids;
-  }
-  int count = 0;
-  if (int rc = init(0); rc != 0) {
-    CCL_INFO(kTopo, "topology: cuInit failed (CUresult %d): no CUDA device ids", rc);
-    return ids;
-  }
-  if (get_count(&count) != 0) return ids;
-  for (int ordinal = 0; ordinal < count; ++ordinal) {
-    int device = 0;
-    char bus_id[64] = "";
-    if (get_device(&device, ordinal) != 0) continue;
-    if (get_bus_id(bus_id, sizeof(bus_id), device) != 0) continue;
-    std::string canonical = canonical_pci_bus_id(bus_id);
-    if (!canonical.empty()) ids.emplace(canonical, ordinal);
+  for (size_t ordinal = 0; ordinal < bus_ids.size(); ++ordinal) {
+    std::string canonical = canonical_pci_bus_id(bus_ids[ordinal]);
+    if (!canonical.empty()) ids.emplace(std::move(canonical), static_cast<int>(ordinal));
   }
   return ids;
+}
+
+int name_gpus_by_cuda_id(Topology& topo) {
+  const auto gpus = topo.of_type(NodeType::Gpu);
+  if (gpus.empty()) return 0;
+  const auto ids = cuda_device_ids();
+  int named = 0;
+  for (int gpu : gpus) {
+    auto it = ids.find(canonical_pci_bus_id(topo.node(gpu).bus_id));
+    topo.node(gpu).os_index = it == ids.end() ? -1 : it->second;
+    if (it != ids.end()) ++named;
+  }
+  return named;
 }
 
 }  // namespace ccl::topo

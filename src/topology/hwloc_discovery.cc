@@ -377,12 +377,7 @@ Topology discover_local() {
     Topology topo = Converter(hwloc.get()).run();
     // The driver's ids hold for this process (CUDA_VISIBLE_DEVICES); it is loaded only where
     // there are NVIDIA GPUs to name.
-    const auto gpus = topo.of_type(NodeType::Gpu);
-    const auto cuda_ids = gpus.empty() ? std::map<std::string, int>() : cuda_device_ids();
-    for (int gpu : gpus) {
-      auto it = cuda_ids.find(topo.node(gpu).bus_id);
-      topo.node(gpu).os_index = it == cuda_ids.end() ? -1 : it->second;
-    }
+    name_gpus_by_cuda_id(topo);
     if (topo.node(topo.root()).hostname.empty()) topo.node(topo.root()).hostname = local_hostname();
     discover_nvlinks(topo);
     log_summary(topo, "hwloc");

@@ -10,7 +10,8 @@ and those of the modules listed as below it):
   cuda         the CUDA driver at run time, pointer kinds, kernel    base, reduce
                launches, CUDA IPC
   bootstrap    sockets, unique ids, the rendezvous store          base
-  topology     discovery, the Topology graph, orders              base
+  topology     discovery, the Topology graph, orders              base, cuda (the devices'
+               bus ids)
   transport    the transport interface, shm, tcp, loopback        base, bootstrap
   algorithms   schedules, the executor, the direct collectives    base, reduce, transport
   core         communicator, tuner and registry, streams, C API   all of the above
@@ -45,7 +46,7 @@ BELOW = {
     "reduce": {"base"},
     "cuda": {"base", "reduce"},
     "bootstrap": {"base"},
-    "topology": {"base"},
+    "topology": {"base", "cuda"},
     "transport": {"base", "bootstrap"},
     "algorithms": {"base", "reduce", "transport"},
     "core": {"base", "reduce", "cuda", "bootstrap", "topology", "transport", "algorithms"},

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -197,6 +198,21 @@ CUresult device_get_uuid(CUuuid* uuid, CUdevice device) {
   if (device < 0 || device >= device_count.load()) return CUDA_ERROR_INVALID_DEVICE;
   std::memset(uuid, 0, sizeof(*uuid));
   uuid->bytes[0] = static_cast<char>(0x40 + device);
+  return CUDA_SUCCESS;
+}
+// The bus ids set_bus_ids gave, else "0000:3B:00.0" upwards (CUDA's spelling: upper case).
+std::mutex bus_ids_mutex;
+std::vector<std::string> bus_ids;
+CUresult device_get_pci_bus_id(char* out, int len, CUdevice device) {
+  if (device < 0 || device >= device_count.load() || len <= 0) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard lock(bus_ids_mutex);
+  char name[32];
+  if (static_cast<size_t>(device) < bus_ids.size()) {
+    std::snprintf(name, sizeof(name), "%s", bus_ids[static_cast<size_t>(device)].c_str());
+  } else {
+    std::snprintf(name, sizeof(name), "0000:%02X:00.0", 0x3B + device);
+  }
+  std::snprintf(out, static_cast<size_t>(len), "%s", name);
   return CUDA_SUCCESS;
 }
 CUresult device_can_access_peer(int* can, CUdevice device, CUdevice peer) {
@@ -394,9 +410,14 @@ void install() {
   api.device_get_count = device_get_count;
   api.device_get = device_get;
   api.device_get_uuid = device_get_uuid;
+  api.device_get_pci_bus_id = device_get_pci_bus_id;
   api.device_can_access_peer = device_can_access_peer;
   device_count.store(1);
   peer_access.store(true);
+  {
+    std::lock_guard lock(bus_ids_mutex);
+    bus_ids.clear();
+  }
   api.stream_get_ctx = stream_get_ctx;
   api.stream_create = stream_create;
   api.stream_destroy = stream_destroy;
@@ -428,6 +449,12 @@ void uninstall() { ccl::cuda::set_cuda_driver_for_testing(nullptr); }
 void set_devices(int count, bool p2p) {
   device_count.store(count);
   peer_access.store(p2p);
+}
+
+void set_bus_ids(const std::vector<std::string>& ids) {
+  std::lock_guard lock(bus_ids_mutex);
+  bus_ids = ids;
+  device_count.store(static_cast<int>(ids.size()));
 }
 
 void use_device(int device) { thread_device = device; }

@@ -11,6 +11,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <string>
+#include <vector>
 
 struct CUstream_st;
 
@@ -27,6 +29,9 @@ void refuse_stream_wait_value(bool refuse);
 // thread's contexts are on the device it last chose with use_device (0 at first), so that rank
 // threads can sit on GPUs of their own; memory is one arena whatever the device.
 void set_devices(int count, bool p2p);
+// The devices' PCI bus ids (cuDeviceGetPCIBusId), one per device: as many devices as ids. By
+// default device i is "0000:<3B+i>:00.0".
+void set_bus_ids(const std::vector<std::string>& ids);
 void use_device(int device);
 
 // Device memory: allocation (as cuMemAlloc), and the test's own access to it.
