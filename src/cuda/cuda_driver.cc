@@ -64,8 +64,8 @@ Loaded load_driver() {
     return {nullptr, library + " has no cuGetProcAddress_v2 (a driver older than CUDA 12)"};
   auto* api = new DriverApi();  // kept for the process's life, as the library is
   std::string missing;
-  decltype(&::cuInit) init = nullptr;
-  decltype(&::cuDriverGetVersion) driver_get_version = nullptr;
+  PFN_cuInit_v2000 init = nullptr;
+  PFN_cuDriverGetVersion_v2020 driver_get_version = nullptr;
   resolve(get, "cuInit", &init, &missing);
   resolve(get, "cuDriverGetVersion", &driver_get_version, &missing);
   resolve(get, "cuDeviceGetCount", &api->device_get_count, &missing);

@@ -1,9 +1,15 @@
 // The table of CUDA driver entry points ccl uses (cuda_driver.h loads it). Included only by the
-// files that call the driver, and only in builds with the CUDA headers (CCL_HAVE_CUDA_H); the
-// types and the signatures are cuda.h's own, so the table cannot drift from the real driver.
+// files that call the driver, and only in builds with the CUDA headers (CCL_HAVE_CUDA_H).
+//
+// Each entry's type is cudaTypedefs.h's pointer type of the version cuGetProcAddress hands out
+// for ccl's API version (12.0, cuda_driver.cc): the newest version of the function at or before
+// 12.0. Not cuda.h's plain declaration: a header newer than 12.0 may declare a later version
+// under the same name (CUDA 13's cuCtxGetDevice takes a context too, its cuStreamGetCtx a green
+// context), and a call through that type would pass arguments the 12.0 function does not take.
 #pragma once
 
 #include <cuda.h>
+#include <cudaTypedefs.h>
 
 #include "base/error.h"
 
@@ -16,44 +22,44 @@ struct DriverApi {
   // CUDA stream after a ccl operation: cuda_stream_order.cc).
   bool stream_wait_value = true;
 
-  decltype(&::cuGetErrorString) get_error_string = nullptr;
-  decltype(&::cuGetErrorName) get_error_name = nullptr;
-  decltype(&::cuPointerGetAttribute) pointer_get_attribute = nullptr;
-  decltype(&::cuCtxGetCurrent) ctx_get_current = nullptr;
-  decltype(&::cuCtxSetCurrent) ctx_set_current = nullptr;
-  decltype(&::cuCtxGetDevice) ctx_get_device = nullptr;
-  decltype(&::cuDevicePrimaryCtxRetain) primary_ctx_retain = nullptr;
-  decltype(&::cuDeviceGetAttribute) device_get_attribute = nullptr;
+  PFN_cuGetErrorString_v6000 get_error_string = nullptr;
+  PFN_cuGetErrorName_v6000 get_error_name = nullptr;
+  PFN_cuPointerGetAttribute_v4000 pointer_get_attribute = nullptr;
+  PFN_cuCtxGetCurrent_v4000 ctx_get_current = nullptr;
+  PFN_cuCtxSetCurrent_v4000 ctx_set_current = nullptr;
+  PFN_cuCtxGetDevice_v2000 ctx_get_device = nullptr;
+  PFN_cuDevicePrimaryCtxRetain_v7000 primary_ctx_retain = nullptr;
+  PFN_cuDeviceGetAttribute_v2000 device_get_attribute = nullptr;
   // Which devices a process sees and whether one can read another's memory (cuda_ipc.h).
-  decltype(&::cuDeviceGetCount) device_get_count = nullptr;
-  decltype(&::cuDeviceGet) device_get = nullptr;
-  decltype(&::cuDeviceGetUuid) device_get_uuid = nullptr;
-  decltype(&::cuDeviceGetPCIBusId) device_get_pci_bus_id = nullptr;  // cuda_devices.h
-  decltype(&::cuDeviceCanAccessPeer) device_can_access_peer = nullptr;
-  decltype(&::cuStreamGetCtx) stream_get_ctx = nullptr;
-  decltype(&::cuStreamCreate) stream_create = nullptr;
-  decltype(&::cuStreamDestroy_v2) stream_destroy = nullptr;
-  decltype(&::cuStreamSynchronize) stream_synchronize = nullptr;
-  decltype(&::cuStreamWaitValue32_v2) stream_wait_value32 = nullptr;
-  decltype(&::cuLaunchHostFunc) launch_host_func = nullptr;
-  decltype(&::cuEventCreate) event_create = nullptr;
-  decltype(&::cuEventDestroy_v2) event_destroy = nullptr;
-  decltype(&::cuEventRecord) event_record = nullptr;
-  decltype(&::cuEventQuery) event_query = nullptr;
-  decltype(&::cuMemAlloc_v2) mem_alloc = nullptr;
-  decltype(&::cuMemFree_v2) mem_free = nullptr;
-  decltype(&::cuMemHostAlloc) mem_host_alloc = nullptr;
-  decltype(&::cuMemFreeHost) mem_free_host = nullptr;
-  decltype(&::cuMemHostGetDevicePointer_v2) mem_host_get_device_pointer = nullptr;
-  decltype(&::cuMemcpyAsync) memcpy_async = nullptr;
+  PFN_cuDeviceGetCount_v2000 device_get_count = nullptr;
+  PFN_cuDeviceGet_v2000 device_get = nullptr;
+  PFN_cuDeviceGetUuid_v11040 device_get_uuid = nullptr;
+  PFN_cuDeviceGetPCIBusId_v4010 device_get_pci_bus_id = nullptr;  // cuda_devices.h
+  PFN_cuDeviceCanAccessPeer_v4000 device_can_access_peer = nullptr;
+  PFN_cuStreamGetCtx_v9020 stream_get_ctx = nullptr;
+  PFN_cuStreamCreate_v2000 stream_create = nullptr;
+  PFN_cuStreamDestroy_v4000 stream_destroy = nullptr;
+  PFN_cuStreamSynchronize_v2000 stream_synchronize = nullptr;
+  PFN_cuStreamWaitValue32_v11070 stream_wait_value32 = nullptr;
+  PFN_cuLaunchHostFunc_v10000 launch_host_func = nullptr;
+  PFN_cuEventCreate_v2000 event_create = nullptr;
+  PFN_cuEventDestroy_v4000 event_destroy = nullptr;
+  PFN_cuEventRecord_v2000 event_record = nullptr;
+  PFN_cuEventQuery_v2000 event_query = nullptr;
+  PFN_cuMemAlloc_v3020 mem_alloc = nullptr;
+  PFN_cuMemFree_v3020 mem_free = nullptr;
+  PFN_cuMemHostAlloc_v2020 mem_host_alloc = nullptr;
+  PFN_cuMemFreeHost_v2000 mem_free_host = nullptr;
+  PFN_cuMemHostGetDevicePointer_v3020 mem_host_get_device_pointer = nullptr;
+  PFN_cuMemcpyAsync_v4000 memcpy_async = nullptr;
   // The kernels (cuda_kernels.h) and CUDA IPC between the processes of a host (cuda_ipc.h).
-  decltype(&::cuModuleLoadData) module_load_data = nullptr;
-  decltype(&::cuModuleGetFunction) module_get_function = nullptr;
-  decltype(&::cuLaunchKernel) launch_kernel = nullptr;
-  decltype(&::cuMemGetAddressRange_v2) mem_get_address_range = nullptr;
-  decltype(&::cuIpcGetMemHandle) ipc_get_mem_handle = nullptr;
-  decltype(&::cuIpcOpenMemHandle_v2) ipc_open_mem_handle = nullptr;
-  decltype(&::cuIpcCloseMemHandle) ipc_close_mem_handle = nullptr;
+  PFN_cuModuleLoadData_v2000 module_load_data = nullptr;
+  PFN_cuModuleGetFunction_v2000 module_get_function = nullptr;
+  PFN_cuLaunchKernel_v4000 launch_kernel = nullptr;
+  PFN_cuMemGetAddressRange_v3020 mem_get_address_range = nullptr;
+  PFN_cuIpcGetMemHandle_v4010 ipc_get_mem_handle = nullptr;
+  PFN_cuIpcOpenMemHandle_v11000 ipc_open_mem_handle = nullptr;
+  PFN_cuIpcCloseMemHandle_v4010 ipc_close_mem_handle = nullptr;
 };
 
 // The loaded driver; throw_no_driver(what) where there is none.
