@@ -6,6 +6,7 @@
 
 #include "algorithms/reduce/cuda/cuda_kernel_names.h"
 #include "algorithms/reduce/reduce.h"
+#include "base/error.h"
 #include "base/log.h"
 #include "cuda/cuda_driver.h"
 
@@ -73,7 +74,7 @@ bool DeviceIpc::all_reduce(const void* sendbuff, void* recvbuff, size_t count, c
   }
   // The inputs are ready before the exchange, which every rank leaves only once every rank has
   // entered it: after it, any rank may read any input.
-  if (mine.ok) cuda::synchronize_legacy_stream();
+  if (mine.ok) cuda::order_after_legacy_stream();
   std::vector<Offer> offers(nranks);
   all_gather(&mine, offers.data(), sizeof(Offer));
   if (!std::all_of(offers.begin(), offers.end(), [](const Offer& o) { return o.ok != 0; })) {
@@ -83,11 +84,30 @@ bool DeviceIpc::all_reduce(const void* sendbuff, void* recvbuff, size_t count, c
   for (int q = 0; q < nranks; ++q) devices[q] = offers[q].device;
   if (!devices_reach_each_other(devices, all_gather)) return false;
 
+  // Every rank opens its peers' handles before any reads another's buffers, and all stage if
+  // one could not (a container without the peers' IPC namespace, a sandbox without CUDA IPC):
+  // a rank that threw here would leave the others reading and writing its buffers.
   std::vector<const std::byte*> inputs(nranks);
   std::vector<std::byte*> outputs(nranks);
-  for (int q = 0; q < nranks; ++q) {
-    inputs[q] = static_cast<const std::byte*>(imports_.open(offers[q].in));
-    outputs[q] = static_cast<std::byte*>(imports_.open(offers[q].out));
+  char opened = 1;
+  try {
+    for (int q = 0; q < nranks; ++q) {
+      inputs[q] = static_cast<const std::byte*>(imports_.open(offers[q].in, devices[q]));
+      outputs[q] = static_cast<std::byte*>(imports_.open(offers[q].out, devices[q]));
+    }
+  } catch (const Error& e) {
+    CCL_WARN(kColl, "CUDA IPC allreduce: %s; staging through the host instead", e.what());
+    opened = 0;
+  }
+  std::vector<char> all_opened(nranks);
+  all_gather(&opened, all_opened.data(), 1);
+  if (!std::all_of(all_opened.begin(), all_opened.end(), [](char o) { return o != 0; })) {
+    // Every rank saw the same answers: all turn the path off for this communicator together.
+    CCL_INFO(
+        kColl,
+        "CUDA IPC allreduce off for this communicator: a rank could not open a peer's buffers");
+    enabled_ = false;
+    return false;
   }
   // Slice r: elements [lo, hi), the remainder spread over the first ranks.
   const size_t base = count / nranks, extra = count % nranks;

@@ -20,6 +20,7 @@ void DeviceStaging::stage_device(const char* function, CallBuffer input, CallBuf
                                  const std::function<void(const void*, void*)>& run) {
   void* context = cuda::context_of(device_out ? output.data : input.data);
   cuda::ContextScope scope(context);
+  cuda::order_after_legacy_stream();  // ccl's copy stream is non-blocking (cuda_memory.h)
   const auto* in = static_cast<const std::byte*>(input.data);
   auto* out = static_cast<std::byte*>(const_cast<void*>(output.data));
 
@@ -73,6 +74,7 @@ void DeviceStaging::stage_each(const char* function, std::span<const StagedBuffe
   }
   void* context = cuda::context_of(first_device);
   cuda::ContextScope scope(context);
+  cuda::order_after_legacy_stream();
   std::byte* block = host_group_.reserve(total);
   for (size_t i = 0; i < buffers.size(); ++i) {
     if (offsets[i] == SIZE_MAX) continue;

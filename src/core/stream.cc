@@ -30,6 +30,7 @@ void cclStream::enqueue(ccl::WorkItem work, std::chrono::milliseconds timeout) {
   core_->enqueue(
       [order, ticket, timeout, work = std::move(work)]() mutable {
         const cclResult_t waited = order->wait(ticket, timeout);
+        const ccl::cuda::OrderedByCudaStream ordered;  // the wait above ordered its device work
         const cclResult_t result = work();
         order->end(ticket);
         return waited != cclSuccess ? waited : result;

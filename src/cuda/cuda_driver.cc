@@ -1,9 +1,11 @@
 #include "cuda/cuda_driver.h"
 
 #include <dlfcn.h>
+#include <sched.h>
 
 #include <atomic>
 #include <mutex>
+#include <thread>
 
 #include "base/config.h"
 #include "base/error.h"
@@ -73,6 +75,7 @@ Loaded load_driver() {
   resolve(get, "cuDeviceGetUuid", &api->device_get_uuid, &missing);
   resolve(get, "cuDeviceGetPCIBusId", &api->device_get_pci_bus_id, &missing);
   resolve(get, "cuDeviceCanAccessPeer", &api->device_can_access_peer, &missing);
+  resolve(get, "cuCtxEnablePeerAccess", &api->ctx_enable_peer_access, &missing);
   resolve(get, "cuGetErrorString", &api->get_error_string, &missing);
   resolve(get, "cuGetErrorName", &api->get_error_name, &missing);
   resolve(get, "cuPointerGetAttribute", &api->pointer_get_attribute, &missing);
@@ -165,6 +168,21 @@ const DriverApi& require_driver(const char* what) {
   const DriverApi* api = cuda_driver();
   if (api == nullptr) throw_no_driver(what);
   return *api;
+}
+
+CUresult wait_for_event(const DriverApi& api, CUevent event,
+                        std::chrono::steady_clock::time_point deadline) {
+  for (int polls = 0;; ++polls) {
+    const CUresult status = api.event_query(event);
+    if (status != CUDA_ERROR_NOT_READY || std::chrono::steady_clock::now() > deadline) {
+      return status;
+    }
+    if (polls < 100) {
+      sched_yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+  }
 }
 
 void check(const DriverApi& api, CUresult status, const char* what) {

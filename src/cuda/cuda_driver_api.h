@@ -11,6 +11,8 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
+#include <chrono>
+
 #include "base/error.h"
 
 namespace ccl::cuda {
@@ -36,6 +38,7 @@ struct DriverApi {
   PFN_cuDeviceGetUuid_v11040 device_get_uuid = nullptr;
   PFN_cuDeviceGetPCIBusId_v4010 device_get_pci_bus_id = nullptr;  // cuda_devices.h
   PFN_cuDeviceCanAccessPeer_v4000 device_can_access_peer = nullptr;
+  PFN_cuCtxEnablePeerAccess_v4000 ctx_enable_peer_access = nullptr;
   PFN_cuStreamGetCtx_v9020 stream_get_ctx = nullptr;
   PFN_cuStreamCreate_v2000 stream_create = nullptr;
   PFN_cuStreamDestroy_v4000 stream_destroy = nullptr;
@@ -64,6 +67,11 @@ struct DriverApi {
 
 // The loaded driver; throw_no_driver(what) where there is none.
 const DriverApi& require_driver(const char* what);
+
+// Polls `event` until it is done (CUDA_SUCCESS), fails (that error) or `deadline` passes
+// (CUDA_ERROR_NOT_READY): yielding the core at first, then in 20 us sleeps.
+CUresult wait_for_event(const DriverApi& api, CUevent event,
+                        std::chrono::steady_clock::time_point deadline);
 
 // Throws cclUnhandledCudaError "<what>: CUDA_ERROR_...: <the driver's text>" unless `status` is
 // CUDA_SUCCESS.

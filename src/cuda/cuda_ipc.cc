@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <mutex>
+#include <random>
 
 #include "base/error.h"
 #include "base/log.h"
@@ -14,13 +16,24 @@
 
 namespace ccl::cuda {
 
-namespace {
-int32_t this_pid() { return static_cast<int32_t>(::getpid()); }
-}  // namespace
+uint64_t this_process() {
+  // Drawn once per process: a forked child draws its own (it is another process, whose
+  // addresses its parent's buffers are not).
+  static std::mutex mutex;
+  static uint64_t number = 0;
+  static pid_t drawn_in = 0;
+  std::lock_guard lock(mutex);
+  if (drawn_in != ::getpid()) {
+    std::random_device entropy;
+    number = (uint64_t{entropy()} << 32 | entropy()) | 1;  // never 0, an export's "nobody"
+    drawn_in = ::getpid();
+  }
+  return number;
+}
 
 IpcBuffer export_buffer(const void* data) {
   IpcBuffer b;
-  b.pid = this_pid();
+  b.process = this_process();
   b.address = reinterpret_cast<uint64_t>(data);
 #if CCL_HAVE_CUDA_H
   const DriverApi* api = cuda_driver();
@@ -93,9 +106,62 @@ IpcImports::~IpcImports() {
 #endif
 }
 
-void* IpcImports::open(const IpcBuffer& buffer) {
-  // CUDA opens no handle of its own process: a buffer of this one is its address.
-  if (buffer.pid == this_pid()) return reinterpret_cast<void*>(buffer.address);
+namespace {
+
+#if CCL_HAVE_CUDA_H
+// The device this process knows by `uuid`, or -1.
+CUdevice device_of(const DriverApi& api, const DeviceUuid& uuid) {
+  int count = 0;
+  if (api.device_get_count(&count) != CUDA_SUCCESS) return -1;
+  for (int ordinal = 0; ordinal < count; ++ordinal) {
+    CUdevice device = 0;
+    CUuuid id;
+    if (api.device_get(&device, ordinal) == CUDA_SUCCESS &&
+        api.device_get_uuid(&id, device) == CUDA_SUCCESS &&
+        std::memcmp(id.bytes, uuid.bytes.data(), sizeof(id.bytes)) == 0) {
+      return device;
+    }
+  }
+  return -1;
+}
+#endif
+
+// Peer access from the current context to `peer`'s primary context (where cudaMalloc puts
+// memory); nothing for the current context's own device.
+void enable_peer_access(const DeviceUuid& peer) {
+#if CCL_HAVE_CUDA_H
+  const DriverApi& api = require_driver("CUDA peer access");
+  CUdevice mine = 0;
+  check(api, api.ctx_get_device(&mine), "cuCtxGetDevice");
+  const CUdevice device = device_of(api, peer);
+  if (device < 0)
+    throw_error(cclUnhandledCudaError, "CUDA peer access: a device this process does not see");
+  if (device == mine) return;
+  CUcontext context = nullptr;
+  // Retained for the process's life: the peer rank's buffers live in it anyway.
+  check(api, api.primary_ctx_retain(&context, device), "cuDevicePrimaryCtxRetain");
+  const CUresult status = api.ctx_enable_peer_access(context, 0);
+  if (status != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) {
+    check(api, status, "cuCtxEnablePeerAccess");
+  }
+#else
+  (void)peer;
+  throw_no_driver("CUDA peer access");
+#endif
+}
+
+}  // namespace
+
+void* IpcImports::open(const IpcBuffer& buffer, const DeviceUuid& device) {
+  // CUDA opens no handle of its own process: a buffer of this one is its address, readable from
+  // another device once peer access is on.
+  if (buffer.process == this_process()) {
+    if (!peers_enabled_.contains(device)) {
+      if (device != current_device_uuid()) enable_peer_access(device);
+      peers_enabled_.insert(device);
+    }
+    return reinterpret_cast<void*>(buffer.address);
+  }
   auto it = opened_.find(buffer.handle);
   if (it == opened_.end()) {
 #if CCL_HAVE_CUDA_H

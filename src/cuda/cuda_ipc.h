@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <set>
 
 namespace ccl::cuda {
 
@@ -20,10 +21,16 @@ struct IpcBuffer {
   std::array<unsigned char, 64> handle{};  // CUipcMemHandle of the allocation
   uint64_t offset = 0;                     // of the buffer in its allocation
   uint64_t address = 0;                    // the buffer in its own process
-  int32_t pid = 0;                         // whose process it lives in
-  int32_t valid = 0;                       // 0: could not be exported (not device memory)
+  // Whose process it lives in: a random number drawn once per process, not the pid, which
+  // processes in different PID namespaces (containers on one host) can share.
+  uint64_t process = 0;
+  int32_t valid = 0;  // 0: could not be exported (not device memory)
+  int32_t pad = 0;
 };
-static_assert(sizeof(IpcBuffer) == 88);
+static_assert(sizeof(IpcBuffer) == 96);
+
+// This process's number of IpcBuffer::process.
+uint64_t this_process();
 
 // `data`, a device pointer, as an IpcBuffer (valid 0 where the driver refuses: e.g. memory
 // from cuMemCreate, or managed memory, which IPC cannot share).
@@ -54,13 +61,17 @@ class IpcImports {
   IpcImports(const IpcImports&) = delete;
   IpcImports& operator=(const IpcImports&) = delete;
 
-  // Where `buffer` is in this process: its own address if it lives here, else the opened
-  // allocation plus the offset. Throws cclUnhandledCudaError when the handle cannot be opened.
-  void* open(const IpcBuffer& buffer);
+  // Where `buffer`, on device `device`, is in this process: its own address if it lives here,
+  // else the opened allocation plus the offset. A buffer of this process on another device than
+  // the current context's gets peer access enabled first (once per device: a kernel may read
+  // another GPU's memory only then; IPC handles enable it themselves). Throws
+  // cclUnhandledCudaError when the handle cannot be opened or peer access not enabled.
+  void* open(const IpcBuffer& buffer, const DeviceUuid& device);
   size_t opened() const { return opened_.size(); }
 
  private:
   std::map<std::array<unsigned char, 64>, uint64_t> opened_;  // handle -> base here
+  std::set<DeviceUuid> peers_enabled_;  // devices the current context has peer access to
 };
 
 }  // namespace ccl::cuda

@@ -1,5 +1,8 @@
 #include "cuda/cuda_memory.h"
 
+#include <chrono>
+
+#include "base/config.h"
 #include "base/error.h"
 #include "cuda/cuda_driver.h"
 
@@ -8,6 +11,15 @@
 #endif
 
 namespace ccl::cuda {
+namespace {
+// Set while this thread runs an operation of a ccl stream made from a CUDA stream.
+thread_local bool ordered_by_cuda_stream = false;
+}  // namespace
+
+OrderedByCudaStream::OrderedByCudaStream() : outer_(ordered_by_cuda_stream) {
+  ordered_by_cuda_stream = true;
+}
+OrderedByCudaStream::~OrderedByCudaStream() { ordered_by_cuda_stream = outer_; }
 
 #if CCL_HAVE_CUDA_H
 
@@ -114,7 +126,7 @@ void* OwnStream::get(void* context) {
     stream_ = nullptr;
   }
   CUstream stream = nullptr;
-  check(api, api.stream_create(&stream, CU_STREAM_DEFAULT), "cuStreamCreate");
+  check(api, api.stream_create(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
   stream_ = stream;
   context_ = context;
   return stream_;
@@ -140,9 +152,26 @@ void OwnStream::synchronize(void* context) {
   check(api, api.stream_synchronize(static_cast<CUstream>(get(context))), "cuStreamSynchronize");
 }
 
-void synchronize_legacy_stream() {
-  const DriverApi& api = require_driver("synchronize_legacy_stream");
-  check(api, api.stream_synchronize(CU_STREAM_LEGACY), "cuStreamSynchronize(legacy stream)");
+void order_after_legacy_stream() {
+  if (ordered_by_cuda_stream) return;
+  const DriverApi& api = require_driver("order_after_legacy_stream");
+  CUevent event = nullptr;
+  check(api, api.event_create(&event, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+  const CUresult recorded = api.event_record(event, CU_STREAM_LEGACY);
+  if (recorded != CUDA_SUCCESS) {
+    api.event_destroy(event);
+    check(api, recorded, "cuEventRecord on the legacy stream");
+  }
+  const auto timeout = std::chrono::seconds(config_int("CCL_TIMEOUT"));
+  const CUresult status = wait_for_event(api, event, std::chrono::steady_clock::now() + timeout);
+  api.event_destroy(event);
+  if (status == CUDA_ERROR_NOT_READY) {
+    throw_error(cclTimeout,
+                "device buffers: the CUDA work queued before this call on the legacy stream "
+                "was not done within CCL_TIMEOUT (%lld s)",
+                static_cast<long long>(timeout.count()));
+  }
+  check(api, status, "cuEventQuery on the legacy stream");
 }
 
 #else  // no CUDA headers: no driver, every pointer is host memory
@@ -161,7 +190,9 @@ void OwnStream::copy_async(void*, void*, const void*, size_t) {
   throw_no_driver("OwnStream::copy_async");
 }
 void OwnStream::synchronize(void*) { throw_no_driver("OwnStream::synchronize"); }
-void synchronize_legacy_stream() { throw_no_driver("synchronize_legacy_stream"); }
+void order_after_legacy_stream() {
+  if (!ordered_by_cuda_stream) throw_no_driver("order_after_legacy_stream");
+}
 
 #endif
 

@@ -49,14 +49,22 @@ class PinnedBuffer {
   std::byte* data() const { return data_; }
   // The address of data() as device code sees it (cuMemHostGetDevicePointer).
   uint64_t device_address() const;
+  // Forgets the memory without freeing it, for memory the GPU may still read.
+  void leak() {
+    data_ = nullptr;
+    capacity_ = 0;
+  }
 
  private:
   std::byte* data_ = nullptr;
   size_t capacity_ = 0;
 };
 
-// A CUDA stream of ccl's own in `context` (a blocking stream: it waits for the work queued
-// before it on the legacy default stream, as NCCL's internal streams do).
+// A CUDA stream of ccl's own in `context`: a non-blocking stream, so that it never waits behind
+// the legacy default stream. It must not: a ccl stream made from the NULL stream holds the legacy
+// stream until its operation ends (stream_order.h), and any legacy-stream work waits for every
+// blocking stream's, so a blocking stream of ccl's own would wait for the operation it serves.
+// What must come before its copies is ordered explicitly (order_after_legacy_stream).
 class OwnStream {
  public:
   OwnStream() = default;
@@ -79,8 +87,25 @@ class OwnStream {
   void* stream_ = nullptr;
 };
 
-// Waits for the work queued so far on CUDA's legacy default stream (the NULL stream's order,
-// which NCCL's blocking calls follow).
-void synchronize_legacy_stream();
+// For a blocking call on device buffers (no ccl stream made from a CUDA stream): waits until the
+// CUDA work queued so far on the legacy default stream, and with it (the legacy stream's rule)
+// on every blocking stream of the context current, is done, so that the call reads what that work
+// wrote. An event recorded on the legacy stream, polled; bounded by CCL_TIMEOUT (cclTimeout past
+// it). Does nothing inside an operation of a ccl stream made from a CUDA stream
+// (OrderedByCudaStream): its "before" event ordered it already, and the legacy stream may be the
+// one that stream holds until the operation ends.
+void order_after_legacy_stream();
+
+// Marks the calling thread as running an operation ordered by a CUDA stream, while it lives.
+class OrderedByCudaStream {
+ public:
+  OrderedByCudaStream();
+  ~OrderedByCudaStream();
+  OrderedByCudaStream(const OrderedByCudaStream&) = delete;
+  OrderedByCudaStream& operator=(const OrderedByCudaStream&) = delete;
+
+ private:
+  bool outer_;
+};
 
 }  // namespace ccl::cuda

@@ -30,6 +30,9 @@ bool reached(uint32_t a, uint32_t b) { return static_cast<int32_t>(a - b) >= 0; 
 // operation. Bounded: a ccl operation ends within its timeout; past kHostHoldLimit the CUDA
 // stream is let go (the ccl stream reports what went wrong).
 constexpr auto kHostHoldLimit = std::chrono::minutes(30);
+// How long ~StreamOrder waits for the CUDA stream to pass its last hold before it gives up and
+// leaves the word allocated (4 bytes of pinned memory) rather than free memory still read.
+constexpr auto kDrainLimit = std::chrono::seconds(10);
 
 struct HostHold {
   std::atomic<uint32_t>* word;
@@ -74,7 +77,23 @@ StreamOrder::StreamOrder(void* cuda_stream) : stream_(cuda_stream) {
   word_device_ = word_.device_address();
 }
 
-StreamOrder::~StreamOrder() = default;  // the ccl stream drained its operations first
+StreamOrder::~StreamOrder() {
+  // The ccl stream drained its operations first, but the CUDA stream may not have reached its
+  // holds yet, and they read the word: free it only once the CUDA stream is past them (an event
+  // after the last hold), else leave it allocated. Bounded: the holds are released already.
+  const DriverApi* api = cuda_driver();
+  if (api == nullptr || next_seq_ == 0) return;
+  ContextScope scope(context_);
+  CUevent event = nullptr;
+  if (api->event_create(&event, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
+    word_.leak();
+    return;
+  }
+  CUresult status = api->event_record(event, static_cast<CUstream>(stream_));
+  if (status == CUDA_SUCCESS) status = wait_for_event(*api, event, Clock::now() + kDrainLimit);
+  api->event_destroy(event);
+  if (status != CUDA_SUCCESS) word_.leak();  // the CUDA stream may still read it
+}
 
 StreamOrder::Ticket StreamOrder::begin() {
   const DriverApi& api = require_driver("cclStreamFromCuda");
@@ -110,19 +129,11 @@ void StreamOrder::hold(const Ticket& ticket) {
 
 cclResult_t StreamOrder::wait(const Ticket& ticket, std::chrono::milliseconds timeout) {
   const DriverApi& api = require_driver("cclStreamFromCuda");
-  const auto deadline = Clock::now() + timeout;
   ContextScope scope(context_);
-  for (int polls = 0;; ++polls) {
-    const CUresult status = api.event_query(static_cast<CUevent>(ticket.event));
-    if (status == CUDA_SUCCESS) return cclSuccess;
-    if (status != CUDA_ERROR_NOT_READY) return cclUnhandledCudaError;
-    if (Clock::now() > deadline) return cclTimeout;
-    if (polls < 100) {
-      sched_yield();
-    } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(20));
-    }
-  }
+  const CUresult status =
+      wait_for_event(api, static_cast<CUevent>(ticket.event), Clock::now() + timeout);
+  if (status == CUDA_SUCCESS) return cclSuccess;
+  return status == CUDA_ERROR_NOT_READY ? cclTimeout : cclUnhandledCudaError;
 }
 
 void StreamOrder::end(const Ticket& ticket) {

@@ -90,20 +90,23 @@ TEST_F(FakeCudaKernels, IpcExportsAndOpensEachAllocationOnce) {
   const ccl::cuda::IpcBuffer inner = ccl::cuda::export_buffer(base + 100);
   ASSERT_EQ(inner.valid, 1);
   EXPECT_EQ(inner.offset, 100u);
-  EXPECT_EQ(inner.pid, static_cast<int32_t>(getpid()));
+  EXPECT_EQ(inner.process, ccl::cuda::this_process());
+  EXPECT_NE(inner.process, 0u);
   ccl::cuda::IpcImports imports;
+  const ccl::cuda::ContextScope scope(ccl::cuda::context_of(base));
+  const ccl::cuda::DeviceUuid here = ccl::cuda::current_device_uuid();
   // Its own process: the address itself, nothing opened.
   const int opens = fake::ipc_opens();
-  EXPECT_EQ(imports.open(inner), base + 100);
+  EXPECT_EQ(imports.open(inner, here), base + 100);
   EXPECT_EQ(imports.opened(), 0u);
   // As another process sees it: the handle opened once for every buffer of the allocation.
   ccl::cuda::IpcBuffer remote = inner;
-  remote.pid = inner.pid + 1;
+  remote.process = inner.process + 2;  // another process, whatever its pid
   remote.address = 0;
-  EXPECT_EQ(imports.open(remote), base + 100);
+  EXPECT_EQ(imports.open(remote, here), base + 100);
   ccl::cuda::IpcBuffer other = ccl::cuda::export_buffer(base + 2048);
-  other.pid = remote.pid;
-  EXPECT_EQ(imports.open(other), base + 2048);
+  other.process = remote.process;
+  EXPECT_EQ(imports.open(other, here), base + 2048);
   EXPECT_EQ(imports.opened(), 1u);
   EXPECT_EQ(fake::ipc_opens() - opens, 1);
   // Host memory is not exported.
@@ -196,9 +199,12 @@ int allreduce_on_two_gpus(int nranks, bool p2p) {
   return fake::kernel_launches() - before;
 }
 
+// The ranks are threads of one process: each reads the other GPU's buffers at their own
+// addresses, so peer access is enabled between the two devices, once each way.
 TEST_P(DeviceIpcAllReduce, GpusWithPeerAccessReduceWhereTheBuffersAre) {
   if (!ccl::cuda::have_kernels()) GTEST_SKIP() << "this build has no CUDA kernels";
   EXPECT_GT(allreduce_on_two_gpus(GetParam(), true), 0);
+  EXPECT_EQ(fake::peer_access_enables(), 2);  // 0 -> 1 and 1 -> 0, in the first run only
 }
 
 TEST_P(DeviceIpcAllReduce, GpusWithoutPeerAccessStageThroughTheHost) {

@@ -13,8 +13,11 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <set>
 #include <stdexcept>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "algorithms/reduce/cuda/cuda_kernel_names.h"
 #include "algorithms/reduce/cuda/cuda_launch.h"
@@ -27,10 +30,26 @@ namespace {
 
 constexpr size_t kArenaBytes = size_t{1} << 30;  // virtual: the memfd is sparse
 
-// A stream: a queue run in order by a thread of its own.
+// A stream: a queue run in order by a thread of its own. Counts what was queued on it and
+// what is done, so that the legacy stream's rule can be kept (blocking_push below).
 class FakeStream {
  public:
-  FakeStream() : thread_([this] { loop(); }) {}
+  explicit FakeStream(bool blocking = false) : blocking_(blocking), thread_([this] { loop(); }) {}
+  bool blocking() const { return blocking_; }
+  uint64_t pushed() const { return pushed_.load(); }
+  // Waits (on the caller's stream thread) until the first `n` items queued here are done.
+  void wait_done(uint64_t n) const {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (done_.load() < n) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        std::fprintf(stderr,
+                     "fake CUDA: a stream waited 20 s for the legacy stream's order "
+                     "(a deadlock on a real GPU)\n");
+        std::abort();
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+  }
   ~FakeStream() {
     {
       std::lock_guard lock(mutex_);
@@ -43,6 +62,7 @@ class FakeStream {
     {
       std::lock_guard lock(mutex_);
       queue_.push_back(std::move(fn));
+      pushed_.fetch_add(1);
     }
     cv_.notify_all();
   }
@@ -64,6 +84,7 @@ class FakeStream {
       busy_ = true;
       lock.unlock();
       fn();
+      done_.fetch_add(1);
       lock.lock();
       busy_ = false;
       idle_.notify_all();
@@ -75,6 +96,8 @@ class FakeStream {
   std::deque<std::function<void()>> queue_;
   bool busy_ = false;
   bool stop_ = false;
+  const bool blocking_;
+  std::atomic<uint64_t> pushed_{0}, done_{0};
   std::thread thread_;
 };
 
@@ -142,6 +165,32 @@ FakeStream* stream_of(CUstream stream) {
   return reinterpret_cast<FakeStream*>(stream);
 }
 
+// The legacy default stream's rule, as the driver keeps it: work queued on the legacy stream
+// waits for the work queued before it on every blocking stream (created without
+// CU_STREAM_NON_BLOCKING), and work queued on a blocking stream waits for the work queued before
+// it on the legacy stream. Non-blocking streams wait for neither.
+std::mutex order_mutex;
+std::set<FakeStream*> blocking_streams;
+
+void queue(CUstream handle, std::function<void()> fn) {
+  FakeStream* stream = stream_of(handle);
+  std::lock_guard lock(order_mutex);
+  std::vector<std::pair<const FakeStream*, uint64_t>> after;
+  if (stream == state().legacy) {
+    for (FakeStream* b : blocking_streams) after.emplace_back(b, b->pushed());
+  } else if (stream->blocking()) {
+    after.emplace_back(state().legacy, state().legacy->pushed());
+  }
+  if (after.empty()) {
+    stream->push(std::move(fn));
+    return;
+  }
+  stream->push([after = std::move(after), fn = std::move(fn)] {
+    for (const auto& [other, n] : after) other->wait_done(n);
+    fn();
+  });
+}
+
 CUresult get_error_string(CUresult, const char** text) {
   *text = "an error of the fake CUDA driver";
   return CUDA_SUCCESS;
@@ -177,7 +226,8 @@ CUresult ctx_set_current(CUcontext context) {
   current_context = context;
   return CUDA_SUCCESS;
 }
-thread_local int thread_device = 0;  // use_device()
+thread_local int thread_device = 0;    // use_device()
+thread_local int retained_device = 0;  // the last cuDevicePrimaryCtxRetain's device
 std::atomic<int> device_count{1};
 std::atomic<bool> peer_access{true};
 
@@ -221,7 +271,23 @@ CUresult device_can_access_peer(int* can, CUdevice device, CUdevice peer) {
   *can = device != peer && peer_access.load() ? 1 : 0;
   return CUDA_SUCCESS;
 }
-CUresult primary_ctx_retain(CUcontext* context, CUdevice) {
+std::atomic<int> peer_enables{0};
+// As the driver: refused where the devices have no P2P; "already enabled" the second time for
+// a pair (the fake has one context, so per pair of devices).
+std::mutex peer_mutex;
+std::set<std::pair<int, int>> peers_enabled;
+CUresult ctx_enable_peer_access(CUcontext, unsigned int flags) {
+  if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (!peer_access.load()) return CUDA_ERROR_PEER_ACCESS_UNSUPPORTED;
+  std::lock_guard lock(peer_mutex);
+  if (!peers_enabled.insert({thread_device, retained_device}).second) {
+    return CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
+  }
+  ++peer_enables;
+  return CUDA_SUCCESS;
+}
+CUresult primary_ctx_retain(CUcontext* context, CUdevice device) {
+  retained_device = device;
   *context = fake_context();
   return CUDA_SUCCESS;
 }
@@ -233,12 +299,22 @@ CUresult stream_get_ctx(CUstream, CUcontext* context) {
   *context = fake_context();
   return CUDA_SUCCESS;
 }
-CUresult stream_create(CUstream* stream, unsigned int) {
-  *stream = reinterpret_cast<CUstream>(new FakeStream());
+CUresult stream_create(CUstream* stream, unsigned int flags) {
+  const bool blocking = (flags & CU_STREAM_NON_BLOCKING) == 0;
+  auto* created = new FakeStream(blocking);
+  if (blocking) {
+    std::lock_guard lock(order_mutex);
+    blocking_streams.insert(created);
+  }
+  *stream = reinterpret_cast<CUstream>(created);
   return CUDA_SUCCESS;
 }
 CUresult stream_destroy(CUstream stream) {
   if (stream == nullptr || stream == CU_STREAM_LEGACY) return CUDA_ERROR_INVALID_HANDLE;
+  {
+    std::lock_guard lock(order_mutex);
+    blocking_streams.erase(reinterpret_cast<FakeStream*>(stream));
+  }
   delete reinterpret_cast<FakeStream*>(stream);
   return CUDA_SUCCESS;
 }
@@ -249,7 +325,7 @@ CUresult stream_synchronize(CUstream stream) {
 CUresult stream_wait_value32(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int) {
   if (state().refuse_wait_value.load()) return CUDA_ERROR_NOT_SUPPORTED;
   auto* word = static_cast<std::atomic<uint32_t>*>(host_view(addr));
-  stream_of(stream)->push([word, value] {
+  queue(stream, [word, value] {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
     while (static_cast<int32_t>(word->load(std::memory_order_acquire) - value) < 0 &&
            std::chrono::steady_clock::now() < deadline) {
@@ -259,7 +335,7 @@ CUresult stream_wait_value32(CUstream stream, CUdeviceptr addr, cuuint32_t value
   return CUDA_SUCCESS;
 }
 CUresult launch_host_func(CUstream stream, CUhostFn fn, void* data) {
-  stream_of(stream)->push([fn, data] { fn(data); });
+  queue(stream, [fn, data] { fn(data); });
   return CUDA_SUCCESS;
 }
 CUresult event_create(CUevent* event, unsigned int) {
@@ -273,7 +349,7 @@ CUresult event_destroy(CUevent event) {
 CUresult event_record(CUevent event, CUstream stream) {
   auto* e = reinterpret_cast<FakeEvent*>(event);
   e->done.store(false);
-  stream_of(stream)->push([e] { e->done.store(true, std::memory_order_release); });
+  queue(stream, [e] { e->done.store(true, std::memory_order_release); });
   return CUDA_SUCCESS;
 }
 CUresult event_query(CUevent event) {
@@ -310,7 +386,7 @@ CUresult mem_host_get_device_pointer(CUdeviceptr* device, void* host, unsigned i
 CUresult memcpy_async(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream) {
   void* to = host_view(dst);
   const void* from = host_view(src);
-  stream_of(stream)->push([to, from, bytes] { std::memcpy(to, from, bytes); });
+  queue(stream, [to, from, bytes] { std::memcpy(to, from, bytes); });
   return CUDA_SUCCESS;
 }
 
@@ -349,7 +425,7 @@ CUresult launch_kernel(CUfunction fn, unsigned grid_x, unsigned grid_y, unsigned
     const void* a = host_view(*static_cast<uintptr_t*>(params[1]));
     const void* b = host_view(*static_cast<uintptr_t*>(params[2]));
     const auto count = *static_cast<unsigned long long*>(params[3]);
-    stream_of(stream)->push([=] { ccl::reduce::reduce_kernel(type, op)(dst, a, b, count); });
+    queue(stream, [=] { ccl::reduce::reduce_kernel(type, op)(dst, a, b, count); });
     return CUDA_SUCCESS;
   }
   if (index >= reduce_kernels && index < reduce_kernels + cclNumTypes) {
@@ -357,7 +433,7 @@ CUresult launch_kernel(CUfunction fn, unsigned grid_x, unsigned grid_y, unsigned
     void* data = host_view(*static_cast<uintptr_t*>(params[0]));
     const auto count = *static_cast<unsigned long long*>(params[1]);
     const auto divisor = *static_cast<unsigned long long*>(params[2]);
-    stream_of(stream)->push([=] { ccl::reduce::divide_kernel(type)(data, count, divisor); });
+    queue(stream, [=] { ccl::reduce::divide_kernel(type)(data, count, divisor); });
     return CUDA_SUCCESS;
   }
   return CUDA_ERROR_NOT_SUPPORTED;  // scale and copy: not used by ccl's host side yet
@@ -412,6 +488,7 @@ void install() {
   api.device_get_uuid = device_get_uuid;
   api.device_get_pci_bus_id = device_get_pci_bus_id;
   api.device_can_access_peer = device_can_access_peer;
+  api.ctx_enable_peer_access = ctx_enable_peer_access;
   device_count.store(1);
   peer_access.store(true);
   {
@@ -487,11 +564,10 @@ CUstream_st* create_stream() {
   return stream;
 }
 void destroy_stream(CUstream_st* stream) { stream_destroy(stream); }
-void launch(CUstream_st* stream, std::function<void()> fn) {
-  stream_of(stream)->push(std::move(fn));
-}
+void launch(CUstream_st* stream, std::function<void()> fn) { queue(stream, std::move(fn)); }
 void synchronize(CUstream_st* stream) { stream_of(stream)->drain(); }
 int kernel_launches() { return state().launches.load(); }
+int peer_access_enables() { return peer_enables.load(); }
 int ipc_opens() { return state().ipc_opens.load(); }
 void* alias(const void* device_ptr) { return host_view(reinterpret_cast<uintptr_t>(device_ptr)); }
 

@@ -50,6 +50,8 @@ void synchronize(CUstream_st* stream);
 // and IPC handles opened (cuIpcOpenMemHandle), since install.
 int kernel_launches();
 int ipc_opens();
+// Peer access enabled (cuCtxEnablePeerAccess), since the process started, one per pair of devices.
+int peer_access_enables();
 // The host-accessible alias of a device address (for launch()'s work only).
 void* alias(const void* device_ptr);
 
