@@ -2,6 +2,7 @@
 // launches ccl makes (names, geometry, parameters) run the CPU kernel of the same name, so a
 // wrong parameter order or a wrong kernel index gives a wrong result here.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -209,6 +210,34 @@ TEST_P(DeviceIpcAllReduce, GpusWithPeerAccessReduceWhereTheBuffersAre) {
 
 TEST_P(DeviceIpcAllReduce, GpusWithoutPeerAccessStageThroughTheHost) {
   EXPECT_EQ(allreduce_on_two_gpus(GetParam(), false), 0);
+}
+
+// A rank that cannot reach a peer's buffer (here: peer access refused, as a sandbox might) tells
+// the others before any reads: every rank stages, with the same results, and the path stays off.
+TEST_P(DeviceIpcAllReduce, ARankThatCannotOpenAPeersBufferStagesEveryone) {
+  fake::refuse_peer_access_enable(true);
+  EXPECT_EQ(allreduce_on_two_gpus(GetParam(), true), 0);
+}
+
+TEST(IpcProcess, AForkedChildIsAnotherProcess) {
+  const uint64_t parent = ccl::cuda::this_process();
+  EXPECT_EQ(ccl::cuda::this_process(), parent);
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const uint64_t child = ccl::cuda::this_process();
+    _exit(write(fds[1], &child, sizeof(child)) == sizeof(child) ? 0 : 1);
+  }
+  uint64_t child = 0;
+  EXPECT_EQ(read(fds[0], &child, sizeof(child)), static_cast<ssize_t>(sizeof(child)));
+  int status = 0;
+  waitpid(pid, &status, 0);
+  close(fds[0]);
+  close(fds[1]);
+  EXPECT_NE(child, 0u);
+  EXPECT_NE(child, parent);
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, DeviceIpcAllReduce, testing::Values(2, 3, 4), ccl_test::ranks_name);

@@ -276,9 +276,10 @@ std::atomic<int> peer_enables{0};
 // a pair (the fake has one context, so per pair of devices).
 std::mutex peer_mutex;
 std::set<std::pair<int, int>> peers_enabled;
+std::atomic<bool> refuse_peer_enable{false};
 CUresult ctx_enable_peer_access(CUcontext, unsigned int flags) {
   if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
-  if (!peer_access.load()) return CUDA_ERROR_PEER_ACCESS_UNSUPPORTED;
+  if (!peer_access.load() || refuse_peer_enable.load()) return CUDA_ERROR_PEER_ACCESS_UNSUPPORTED;
   std::lock_guard lock(peer_mutex);
   if (!peers_enabled.insert({thread_device, retained_device}).second) {
     return CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
@@ -491,6 +492,7 @@ void install() {
   api.ctx_enable_peer_access = ctx_enable_peer_access;
   device_count.store(1);
   peer_access.store(true);
+  refuse_peer_enable.store(false);
   {
     std::lock_guard lock(bus_ids_mutex);
     bus_ids.clear();
@@ -568,6 +570,7 @@ void launch(CUstream_st* stream, std::function<void()> fn) { queue(stream, std::
 void synchronize(CUstream_st* stream) { stream_of(stream)->drain(); }
 int kernel_launches() { return state().launches.load(); }
 int peer_access_enables() { return peer_enables.load(); }
+void refuse_peer_access_enable(bool refuse) { refuse_peer_enable.store(refuse); }
 int ipc_opens() { return state().ipc_opens.load(); }
 void* alias(const void* device_ptr) { return host_view(reinterpret_cast<uintptr_t>(device_ptr)); }
 

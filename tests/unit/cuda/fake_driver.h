@@ -52,6 +52,8 @@ int kernel_launches();
 int ipc_opens();
 // Peer access enabled (cuCtxEnablePeerAccess), since the process started, one per pair of devices.
 int peer_access_enables();
+// Make cuCtxEnablePeerAccess fail although cuDeviceCanAccessPeer says yes (until install()).
+void refuse_peer_access_enable(bool refuse);
 // The host-accessible alias of a device address (for launch()'s work only).
 void* alias(const void* device_ptr);
 
