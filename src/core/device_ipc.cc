@@ -135,6 +135,7 @@ bool DeviceIpc::all_reduce(const void* sendbuff, void* recvbuff, size_t count, c
   const char done = 1;
   std::vector<char> all_done(nranks);
   all_gather(&done, all_done.data(), 1);
+  imports_.trim();  // no rank touches a peer's buffer any more
   return true;
 }
 

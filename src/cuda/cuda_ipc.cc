@@ -9,6 +9,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "cuda/cuda_driver.h"
+#include "cuda/cuda_memory.h"
 
 #if CCL_HAVE_CUDA_H
 #include "cuda/cuda_driver_api.h"
@@ -96,14 +97,33 @@ bool can_access_device(const DeviceUuid& peer) {
 }
 
 IpcImports::~IpcImports() {
+  for (const auto& [handle, entry] : opened_) close(entry);
+}
+
+void IpcImports::close(const Opened& entry) {
 #if CCL_HAVE_CUDA_H
   const DriverApi* api = cuda_driver();
   if (api == nullptr) return;
-  for (const auto& [handle, base] : opened_) {
-    const CUresult status = api->ipc_close_mem_handle(static_cast<CUdeviceptr>(base));
-    if (status != CUDA_SUCCESS) CCL_WARN(kColl, "cuIpcCloseMemHandle failed (%d)", int(status));
-  }
+  ContextScope scope(entry.context);  // a destructor may run on a thread without a context
+  const CUresult status = api->ipc_close_mem_handle(static_cast<CUdeviceptr>(entry.base));
+  if (status != CUDA_SUCCESS) CCL_WARN(kColl, "cuIpcCloseMemHandle failed (%d)", int(status));
+#else
+  (void)entry;
 #endif
+}
+
+void IpcImports::trim() {
+  if (opened_.size() > kKeepOpen) {
+    for (auto it = opened_.begin(); it != opened_.end();) {
+      if (it->second.call == call_) {
+        ++it;
+        continue;
+      }
+      close(it->second);
+      it = opened_.erase(it);
+    }
+  }
+  ++call_;
 }
 
 namespace {
@@ -171,12 +191,15 @@ void* IpcImports::open(const IpcBuffer& buffer, const DeviceUuid& device) {
     CUdeviceptr base = 0;
     check(api, api.ipc_open_mem_handle(&base, handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
           "cuIpcOpenMemHandle (a peer's device buffer)");
-    it = opened_.emplace(buffer.handle, base).first;
+    CUcontext context = nullptr;
+    api.ctx_get_current(&context);
+    it = opened_.emplace(buffer.handle, Opened{base, context, call_}).first;
 #else
     throw_no_driver("CUDA IPC");
 #endif
   }
-  return reinterpret_cast<void*>(it->second + buffer.offset);
+  it->second.call = call_;
+  return reinterpret_cast<void*>(it->second.base + buffer.offset);
 }
 
 }  // namespace ccl::cuda

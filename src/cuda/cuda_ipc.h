@@ -52,8 +52,12 @@ DeviceUuid current_device_uuid();
 // False for a device this process does not see, or without a driver.
 bool can_access_device(const DeviceUuid& peer);
 
-// The handles this process opened, each opened once, closed at destruction. Not thread-safe
-// (the communicator uses it under its op mutex).
+// The handles this process opened, each opened once and kept open across calls (opening costs
+// the driver a mapping), at most kKeepOpen of them between calls: past that, trim() closes the
+// ones the last call did not use, so that a program that frees and allocates its buffers for
+// every call does not keep its peers' freed allocations mapped without bound. Closed at
+// destruction, each in the context that opened it. Not thread-safe (the communicator uses it
+// under its op mutex).
 class IpcImports {
  public:
   IpcImports() = default;
@@ -68,9 +72,22 @@ class IpcImports {
   // cclUnhandledCudaError when the handle cannot be opened or peer access not enabled.
   void* open(const IpcBuffer& buffer, const DeviceUuid& device);
   size_t opened() const { return opened_.size(); }
+  // After a call, once no rank reads or writes a peer's buffer any more: closes the handles this
+  // call did not open or use, if more than kKeepOpen are open. Starts the next call.
+  void trim();
+
+  static constexpr size_t kKeepOpen = 64;
 
  private:
-  std::map<std::array<unsigned char, 64>, uint64_t> opened_;  // handle -> base here
+  struct Opened {
+    uint64_t base = 0;        // the allocation here
+    void* context = nullptr;  // the context that opened it
+    uint64_t call = 0;        // the last call that used it
+  };
+  void close(const Opened& entry);
+
+  std::map<std::array<unsigned char, 64>, Opened> opened_;  // handle -> where it is here
+  uint64_t call_ = 1;
   std::set<DeviceUuid> peers_enabled_;  // devices the current context has peer access to
 };
 

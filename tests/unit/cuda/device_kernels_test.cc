@@ -219,6 +219,32 @@ TEST_P(DeviceIpcAllReduce, ARankThatCannotOpenAPeersBufferStagesEveryone) {
   EXPECT_EQ(allreduce_on_two_gpus(GetParam(), true), 0);
 }
 
+// A program that allocates for every call: past kKeepOpen handles, each call closes those it
+// did not use, never one it did.
+TEST_F(FakeCudaKernels, IpcImportsCloseWhatTheLastCallDidNotUse) {
+  constexpr size_t kMany = ccl::cuda::IpcImports::kKeepOpen + 5;
+  ccl::cuda::IpcImports imports;
+  auto* first = static_cast<char*>(fake::device_alloc(256));
+  const ccl::cuda::ContextScope scope(ccl::cuda::context_of(first));
+  const ccl::cuda::DeviceUuid here = ccl::cuda::current_device_uuid();
+  auto remote = [&](void* p) {
+    ccl::cuda::IpcBuffer b = ccl::cuda::export_buffer(p);
+    b.process = ccl::cuda::this_process() + 2;
+    return b;
+  };
+  std::vector<ccl::cuda::IpcBuffer> buffers{remote(first)};
+  for (size_t i = 1; i < kMany; ++i) buffers.push_back(remote(fake::device_alloc(256)));
+  for (const auto& b : buffers) imports.open(b, here);  // one call uses them all
+  imports.trim();
+  EXPECT_EQ(imports.opened(), kMany);
+  EXPECT_EQ(imports.open(buffers[0], here), first);  // the next call uses one
+  imports.trim();
+  EXPECT_EQ(imports.opened(), 1u);
+  EXPECT_EQ(imports.open(buffers[0], here), first);
+  imports.trim();  // at most kKeepOpen: nothing to close
+  EXPECT_EQ(imports.opened(), 1u);
+}
+
 TEST(IpcProcess, AForkedChildIsAnotherProcess) {
   const uint64_t parent = ccl::cuda::this_process();
   EXPECT_EQ(ccl::cuda::this_process(), parent);
