@@ -26,8 +26,20 @@ start=$(date +%s)
 log() { echo "device-check: $*"; }
 # The best out-of-place busbw (column 8) of the float rows of an nccl-tests table on stdin.
 best_busbw() { awk '/^ +[0-9]+ +[0-9]+ +float/ {if ($8 > b) b = $8} END {print b + 0}'; }
-# A sweep's output passed: exit status 0 and no wrong element.
-sweep_ok() { [ "$1" = 0 ] && ! grep -q "Out of bounds values : [1-9]" <<<"$2"; }
+# sweep NAME NOTE LIBRARY_PATH COMMAND...: runs an nccl-tests style sweep (300 s at most); it
+# passed with exit status 0 and no wrong element, and then adds "NAME: best busbw B GB/s NOTE" to
+# the summary, else NAME to the failures.
+sweep() {
+  local name=$1 note=$2 out status
+  out=$(bounded 300 "$3" "${@:4}" 2>&1)
+  status=$?
+  echo "$out" | tail -25
+  if [ "$status" = 0 ] && ! grep -q "Out of bounds values : [1-9]" <<<"$out"; then
+    summary+=("$name: best busbw $(best_busbw <<<"$out") GB/s$note")
+  else
+    failed+=("$name (status $status)")
+  fi
+}
 
 bundle=""
 build="build-device"
@@ -90,16 +102,8 @@ fi
 # ccl's all_reduce_perf on device buffers and a CUDA stream (--memory device), 2 ranks on the
 # one GPU, its busbw set against the cudaMemcpy device-to-device figure measured above.
 copy_gbs=$(echo "$kernels_out" | sed -n 's/.*cudaMemcpy D2D \([0-9.]*\) GB\/s.*/\1/p' | head -1)
-out=$(bounded 300 "$libs" "$bin/cclrun" -np 2 "$bin/all_reduce_perf" --memory device \
-        -b 1M -e 256M -f 4 -c 1 2>&1)
-status=$?
-echo "$out" | tail -12
-if sweep_ok "$status" "$out"; then
-  best=$(best_busbw <<<"$out")
-  summary+=("all_reduce_perf --memory device, 2 ranks: best busbw ${best} GB/s (cudaMemcpy D2D ${copy_gbs:-?} GB/s)")
-else
-  failed+=("all_reduce_perf --memory device (status $status)")
-fi
+sweep "all_reduce_perf --memory device, 2 ranks" " (cudaMemcpy D2D ${copy_gbs:-?} GB/s)" \
+  "$libs" "$bin/cclrun" -np 2 "$bin/all_reduce_perf" --memory device -b 1M -e 256M -f 4 -c 1
 
 # 2, 3 and 4 ranks as ccl chooses (CUDA IPC for allreduce), then 3 with CUDA IPC off: every
 # collective host-staged, so that a runtime that refuses IPC (a sandbox) still checks that path.
@@ -132,16 +136,8 @@ echo "$out" | tail -3
 [ ${#failed[@]} = "$shim_failures" ] && summary+=("NCCL shim program: 3 threads and 3 ranks pass")
 
 if [ -x "$bin/nccl_tests_all_reduce_perf" ]; then
-  out=$(bounded 300 "$shim_libs" "$bin/nccl_tests_all_reduce_perf" \
-          -b 8 -e 256M -f 4 -g 1 -c 1 2>&1)
-  status=$?
-  echo "$out" | tail -25
-  if sweep_ok "$status" "$out"; then
-    best=$(best_busbw <<<"$out")
-    summary+=("nccl-tests all_reduce_perf on the shim: 1 rank, best busbw ${best} GB/s")
-  else
-    failed+=("nccl-tests all_reduce_perf on the shim (status $status)")
-  fi
+  sweep "nccl-tests all_reduce_perf on the shim, 1 rank" "" \
+    "$shim_libs" "$bin/nccl_tests_all_reduce_perf" -b 8 -e 256M -f 4 -g 1 -c 1
 else
   summary+=("nccl-tests not in the bundle (NCCL_TESTS_DIR unset when it was made)")
 fi
