@@ -79,19 +79,15 @@ StreamOrder::StreamOrder(void* cuda_stream) : stream_(cuda_stream) {
 
 StreamOrder::~StreamOrder() {
   // The ccl stream drained its operations first, but the CUDA stream may not have reached its
-  // holds yet, and they read the word: free it only once the CUDA stream is past them (an event
-  // after the last hold), else leave it allocated. Bounded: the holds are released already.
+  // holds yet, and they read the word: free it only once the CUDA stream is past the last one
+  // (its event, which stays valid even if the user destroyed the CUDA stream already), else
+  // leave it allocated. Bounded: every hold is released already.
   const DriverApi* api = cuda_driver();
-  if (api == nullptr || next_seq_ == 0) return;
+  if (api == nullptr || last_hold_ == nullptr) return;
   ContextScope scope(context_);
-  CUevent event = nullptr;
-  if (api->event_create(&event, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
-    word_.leak();
-    return;
-  }
-  CUresult status = api->event_record(event, static_cast<CUstream>(stream_));
-  if (status == CUDA_SUCCESS) status = wait_for_event(*api, event, Clock::now() + kDrainLimit);
-  api->event_destroy(event);
+  const CUresult status =
+      wait_for_event(*api, static_cast<CUevent>(last_hold_), Clock::now() + kDrainLimit);
+  api->event_destroy(static_cast<CUevent>(last_hold_));
   if (status != CUDA_SUCCESS) word_.leak();  // the CUDA stream may still read it
 }
 
@@ -112,19 +108,30 @@ void StreamOrder::hold(const Ticket& ticket) {
   const DriverApi& api = require_driver("cclStreamFromCuda");
   ContextScope scope(context_);
   auto stream = static_cast<CUstream>(stream_);
+  CUresult status = CUDA_ERROR_NOT_SUPPORTED;
   if (!host_func_) {
-    const CUresult status =
-        api.stream_wait_value32(stream, word_device_, ticket.seq, CU_STREAM_WAIT_VALUE_GEQ);
-    if (status == CUDA_SUCCESS) return;
-    if (status != CUDA_ERROR_NOT_SUPPORTED) check(api, status, "cuStreamWaitValue32");
-    host_func_ = true;  // this device takes no stream memory operations: from now on, below
+    status = api.stream_wait_value32(stream, word_device_, ticket.seq, CU_STREAM_WAIT_VALUE_GEQ);
+    if (status != CUDA_SUCCESS && status != CUDA_ERROR_NOT_SUPPORTED) {
+      check(api, status, "cuStreamWaitValue32");
+    }
+    // Else this device takes no stream memory operations: from now on, a host function.
+    host_func_ = status == CUDA_ERROR_NOT_SUPPORTED;
   }
-  auto* hold = new HostHold{reinterpret_cast<std::atomic<uint32_t>*>(word_.data()), ticket.seq};
-  const CUresult status = api.launch_host_func(stream, host_hold, hold);
-  if (status != CUDA_SUCCESS) {
-    delete hold;
-    check(api, status, "cuLaunchHostFunc");
+  if (host_func_) {
+    auto* hold = new HostHold{reinterpret_cast<std::atomic<uint32_t>*>(word_.data()), ticket.seq};
+    status = api.launch_host_func(stream, host_hold, hold);
+    if (status != CUDA_SUCCESS) {
+      delete hold;
+      check(api, status, "cuLaunchHostFunc");
+    }
   }
+  // Where the CUDA stream is past this hold (~StreamOrder frees the word only then).
+  if (last_hold_ == nullptr) {
+    CUevent event = nullptr;
+    check(api, api.event_create(&event, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+    last_hold_ = event;
+  }
+  check(api, api.event_record(static_cast<CUevent>(last_hold_), stream), "cuEventRecord");
 }
 
 cclResult_t StreamOrder::wait(const Ticket& ticket, std::chrono::milliseconds timeout) {

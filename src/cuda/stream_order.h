@@ -56,8 +56,9 @@ class StreamOrder {
   void* context_ = nullptr;
   PinnedBuffer word_;  // a uint32_t: the number of the last operation that ended
   uint64_t word_device_ = 0;
-  uint32_t next_seq_ = 0;   // begin() calls are serialized by the ccl stream (stream.h)
-  bool host_func_ = false;  // stream memory operations refused: hold with a host function
+  uint32_t next_seq_ = 0;      // begin() calls are serialized by the ccl stream (stream.h)
+  bool host_func_ = false;     // stream memory operations refused: hold with a host function
+  void* last_hold_ = nullptr;  // an event recorded on the CUDA stream after each hold
 };
 
 }  // namespace ccl::cuda
