@@ -226,6 +226,21 @@ Socket Socket::listen(const SocketAddress& address, int backlog) {
   return s;
 }
 
+namespace {
+
+// Whether a connected socket's two ends are one address and port.
+bool connected_to_itself(int fd) {
+  sockaddr_storage mine{}, peer{};
+  socklen_t mine_len = sizeof(mine), peer_len = sizeof(peer);
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&mine), &mine_len) != 0 ||
+      getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0) {
+    return false;
+  }
+  return mine_len == peer_len && std::memcmp(&mine, &peer, mine_len) == 0;
+}
+
+}  // namespace
+
 Socket Socket::connect(const SocketAddress& address, Deadline deadline, const AbortFlag* abort) {
   auto backoff = std::chrono::milliseconds(1);
   for (;;) {
@@ -247,6 +262,10 @@ Socket Socket::connect(const SocketAddress& address, Deadline deadline, const Ab
         break;
       }
     }
+    // Connected to itself: with no listener on a loopback port, a connect whose own ephemeral port
+    // happens to be that port completes as a TCP simultaneous open with itself, and then holds
+    // the port the listener is about to bind. As refused: close it and try again.
+    if (err == 0 && connected_to_itself(s.fd())) err = ECONNREFUSED;
     if (err == 0) {
       s.set_nonblocking(false);
       s.set_nodelay(true);
