@@ -68,64 +68,6 @@ DeviceUuid current_device_uuid() {
   return id;
 }
 
-bool can_access_device(const DeviceUuid& peer) {
-#if CCL_HAVE_CUDA_H
-  const DriverApi* api = cuda_driver();
-  CUdevice mine = 0;
-  int count = 0;
-  if (api == nullptr || api->ctx_get_device(&mine) != CUDA_SUCCESS ||
-      api->device_get_count(&count) != CUDA_SUCCESS) {
-    return false;
-  }
-  for (int ordinal = 0; ordinal < count; ++ordinal) {
-    CUdevice device = 0;
-    CUuuid uuid;
-    if (api->device_get(&device, ordinal) != CUDA_SUCCESS ||
-        api->device_get_uuid(&uuid, device) != CUDA_SUCCESS ||
-        std::memcmp(uuid.bytes, peer.bytes.data(), sizeof(uuid.bytes)) != 0) {
-      continue;
-    }
-    if (device == mine) return true;
-    int can = 0;
-    return api->device_can_access_peer(&can, mine, device) == CUDA_SUCCESS && can != 0;
-  }
-  return false;  // a device this process does not see
-#else
-  (void)peer;
-  return false;
-#endif
-}
-
-IpcImports::~IpcImports() {
-  for (const auto& [handle, entry] : opened_) close(entry);
-}
-
-void IpcImports::close(const Opened& entry) {
-#if CCL_HAVE_CUDA_H
-  const DriverApi* api = cuda_driver();
-  if (api == nullptr) return;
-  ContextScope scope(entry.context);  // a destructor may run on a thread without a context
-  const CUresult status = api->ipc_close_mem_handle(static_cast<CUdeviceptr>(entry.base));
-  if (status != CUDA_SUCCESS) CCL_WARN(kColl, "cuIpcCloseMemHandle failed (%d)", int(status));
-#else
-  (void)entry;
-#endif
-}
-
-void IpcImports::trim() {
-  if (opened_.size() > kKeepOpen) {
-    for (auto it = opened_.begin(); it != opened_.end();) {
-      if (it->second.call == call_) {
-        ++it;
-        continue;
-      }
-      close(it->second);
-      it = opened_.erase(it);
-    }
-  }
-  ++call_;
-}
-
 namespace {
 
 #if CCL_HAVE_CUDA_H
@@ -172,12 +114,58 @@ void enable_peer_access(const DeviceUuid& peer) {
 
 }  // namespace
 
+bool can_access_device(const DeviceUuid& peer) {
+#if CCL_HAVE_CUDA_H
+  const DriverApi* api = cuda_driver();
+  CUdevice mine = 0;
+  if (api == nullptr || api->ctx_get_device(&mine) != CUDA_SUCCESS) return false;
+  const CUdevice device = device_of(*api, peer);
+  if (device < 0) return false;  // a device this process does not see
+  if (device == mine) return true;
+  int can = 0;
+  return api->device_can_access_peer(&can, mine, device) == CUDA_SUCCESS && can != 0;
+#else
+  (void)peer;
+  return false;
+#endif
+}
+
+IpcImports::~IpcImports() {
+  for (const auto& [handle, entry] : opened_) close(entry);
+}
+
+void IpcImports::close(const Opened& entry) {
+#if CCL_HAVE_CUDA_H
+  const DriverApi* api = cuda_driver();
+  if (api == nullptr) return;
+  ContextScope scope(entry.context);  // a destructor may run on a thread without a context
+  const CUresult status = api->ipc_close_mem_handle(static_cast<CUdeviceptr>(entry.base));
+  if (status != CUDA_SUCCESS) CCL_WARN(kColl, "cuIpcCloseMemHandle failed (%d)", int(status));
+#else
+  (void)entry;
+#endif
+}
+
+void IpcImports::trim() {
+  if (opened_.size() > kKeepOpen) {
+    for (auto it = opened_.begin(); it != opened_.end();) {
+      if (it->second.call == call_) {
+        ++it;
+        continue;
+      }
+      close(it->second);
+      it = opened_.erase(it);
+    }
+  }
+  ++call_;
+}
+
 void* IpcImports::open(const IpcBuffer& buffer, const DeviceUuid& device) {
   // CUDA opens no handle of its own process: a buffer of this one is its address, readable from
   // another device once peer access is on.
   if (buffer.process == this_process()) {
     if (!peers_enabled_.contains(device)) {
-      if (device != current_device_uuid()) enable_peer_access(device);
+      enable_peer_access(device);  // nothing for the current context's own device
       peers_enabled_.insert(device);
     }
     return reinterpret_cast<void*>(buffer.address);
