@@ -89,6 +89,10 @@ Loaded load_driver() {
   resolve(get, "cuStreamDestroy", &api->stream_destroy, &missing);
   resolve(get, "cuStreamSynchronize", &api->stream_synchronize, &missing);
   resolve(get, "cuStreamWaitValue32", &api->stream_wait_value32, &missing);
+  resolve(get, "cuStreamWriteValue32", &api->stream_write_value32, &missing);
+  resolve(get, "cuStreamBatchMemOp", &api->stream_batch_mem_op, &missing);
+  resolve(get, "cuStreamWaitEvent", &api->stream_wait_event, &missing);
+  resolve(get, "cuStreamIsCapturing", &api->stream_is_capturing, &missing);
   resolve(get, "cuLaunchHostFunc", &api->launch_host_func, &missing);
   resolve(get, "cuEventCreate", &api->event_create, &missing);
   resolve(get, "cuEventDestroy", &api->event_destroy, &missing);
@@ -99,6 +103,8 @@ Loaded load_driver() {
   resolve(get, "cuMemHostAlloc", &api->mem_host_alloc, &missing);
   resolve(get, "cuMemFreeHost", &api->mem_free_host, &missing);
   resolve(get, "cuMemHostGetDevicePointer", &api->mem_host_get_device_pointer, &missing);
+  resolve(get, "cuMemHostRegister", &api->mem_host_register, &missing);
+  resolve(get, "cuMemHostUnregister", &api->mem_host_unregister, &missing);
   resolve(get, "cuMemcpyAsync", &api->memcpy_async, &missing);
   resolve(get, "cuModuleLoadData", &api->module_load_data, &missing);
   resolve(get, "cuModuleGetFunction", &api->module_get_function, &missing);

@@ -44,6 +44,12 @@ struct DriverApi {
   PFN_cuStreamDestroy_v4000 stream_destroy = nullptr;
   PFN_cuStreamSynchronize_v2000 stream_synchronize = nullptr;
   PFN_cuStreamWaitValue32_v11070 stream_wait_value32 = nullptr;
+  // The device programs (core/device): flags written and waited by the stream, several at once,
+  // an order between two streams without the host, and whether a stream is capturing a graph.
+  PFN_cuStreamWriteValue32_v11070 stream_write_value32 = nullptr;
+  PFN_cuStreamBatchMemOp_v11070 stream_batch_mem_op = nullptr;
+  PFN_cuStreamWaitEvent_v3020 stream_wait_event = nullptr;
+  PFN_cuStreamIsCapturing_v10000 stream_is_capturing = nullptr;
   PFN_cuLaunchHostFunc_v10000 launch_host_func = nullptr;
   PFN_cuEventCreate_v2000 event_create = nullptr;
   PFN_cuEventDestroy_v4000 event_destroy = nullptr;
@@ -54,6 +60,9 @@ struct DriverApi {
   PFN_cuMemHostAlloc_v2020 mem_host_alloc = nullptr;
   PFN_cuMemFreeHost_v2000 mem_free_host = nullptr;
   PFN_cuMemHostGetDevicePointer_v3020 mem_host_get_device_pointer = nullptr;
+  // Shared host memory (the flag page) mapped for the device.
+  PFN_cuMemHostRegister_v6050 mem_host_register = nullptr;
+  PFN_cuMemHostUnregister_v4000 mem_host_unregister = nullptr;
   PFN_cuMemcpyAsync_v4000 memcpy_async = nullptr;
   // The kernels (cuda_kernels.h) and CUDA IPC between the processes of a host (cuda_ipc.h).
   PFN_cuModuleLoadData_v2000 module_load_data = nullptr;

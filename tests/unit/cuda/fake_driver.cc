@@ -1,6 +1,7 @@
 #include "fake_driver.h"
 
 #include <cuda.h>
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -32,10 +33,17 @@ constexpr size_t kArenaBytes = size_t{1} << 30;  // virtual: the memfd is sparse
 
 // A stream: a queue run in order by a thread of its own. Counts what was queued on it and
 // what is done, so that the legacy stream's rule can be kept (blocking_push below).
+// A graph being captured, or captured: the work its stream was given, replayed in order.
+struct FakeGraph {
+  std::vector<std::function<void()>> nodes;
+};
+
 class FakeStream {
  public:
   explicit FakeStream(bool blocking = false) : blocking_(blocking), thread_([this] { loop(); }) {}
   bool blocking() const { return blocking_; }
+  // While capturing, work queued on the stream goes into the graph instead of running.
+  FakeGraph* capture = nullptr;  // under order_mutex
   uint64_t pushed() const { return pushed_.load(); }
   // Waits (on the caller's stream thread) until the first `n` items queued here are done.
   void wait_done(uint64_t n) const {
@@ -101,8 +109,13 @@ class FakeStream {
   std::thread thread_;
 };
 
+// An event: the number of records made and of records the stream has passed; a record made
+// during a capture is a node of the graph and never passes before the graph runs.
 struct FakeEvent {
-  std::atomic<bool> done{true};
+  std::atomic<uint64_t> recorded{0};
+  std::atomic<uint64_t> passed{0};
+  std::atomic<bool> captured{false};  // the last record was made during a capture
+  bool done() const { return passed.load(std::memory_order_acquire) >= recorded.load(); }
 };
 
 struct State {
@@ -115,6 +128,8 @@ struct State {
   std::map<uintptr_t, size_t> allocations;  // device_alloc'd ranges (device addresses)
   std::atomic<int> launches{0};
   std::atomic<int> ipc_opens{0};
+  std::atomic<int> host_waits{0};
+  std::map<uintptr_t, size_t> free_blocks;  // device_free'd ranges (offsets in the arena)
   FakeStream* legacy = nullptr;
   std::atomic<bool> refuse_wait_value{false};
   ccl::cuda::DriverApi api;
@@ -138,7 +153,8 @@ State& state() {
 
 int context_object;
 CUcontext fake_context() { return reinterpret_cast<CUcontext>(&context_object); }
-thread_local CUcontext current_context = nullptr;
+std::atomic<bool> context_by_default{false};  // set_default_context
+thread_local CUcontext current_context = context_by_default.load() ? fake_context() : nullptr;
 
 bool is_device(uintptr_t p) {
   State& s = state();
@@ -175,6 +191,10 @@ std::set<FakeStream*> blocking_streams;
 void queue(CUstream handle, std::function<void()> fn) {
   FakeStream* stream = stream_of(handle);
   std::lock_guard lock(order_mutex);
+  if (stream->capture != nullptr) {
+    stream->capture->nodes.push_back(std::move(fn));
+    return;
+  }
   std::vector<std::pair<const FakeStream*, uint64_t>> after;
   if (stream == state().legacy) {
     for (FakeStream* b : blocking_streams) after.emplace_back(b, b->pushed());
@@ -320,17 +340,114 @@ CUresult stream_destroy(CUstream stream) {
   return CUDA_SUCCESS;
 }
 CUresult stream_synchronize(CUstream stream) {
+  state().host_waits.fetch_add(1);
+  {
+    std::lock_guard lock(order_mutex);
+    if (stream_of(stream)->capture != nullptr) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  }
   stream_of(stream)->drain();
   return CUDA_SUCCESS;
 }
-CUresult stream_wait_value32(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int) {
+
+// What a stream memory operation's wait compares, as CU_STREAM_WAIT_VALUE_* define it.
+bool wait_satisfied(uint32_t word, uint32_t value, unsigned int flags) {
+  switch (flags & 0x3u) {
+    case CU_STREAM_WAIT_VALUE_GEQ:
+      return static_cast<int32_t>(word - value) >= 0;
+    case CU_STREAM_WAIT_VALUE_EQ:
+      return word == value;
+    case CU_STREAM_WAIT_VALUE_AND:
+      return (word & value) != 0;
+    default:  // NOR
+      return ~(word | value) != 0;
+  }
+}
+
+// The stream waits on a word of memory, as the GPU's front end does: no host thread is asked.
+// A wait that lasts 60 s would hang a real GPU: the fake says so and aborts.
+void wait_on_word(std::atomic<uint32_t>* word, uint32_t value, unsigned int flags) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  for (int polls = 0; !wait_satisfied(word->load(std::memory_order_acquire), value, flags);
+       ++polls) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      std::fprintf(stderr,
+                   "fake CUDA: a stream waited 60 s on a memory word (value %u, flags %u): a "
+                   "hang on a real GPU\n",
+                   value, flags);
+      std::abort();
+    }
+    if (polls < 50) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+  }
+}
+
+std::atomic<uint32_t>* word_at(CUdeviceptr addr) {
+  return static_cast<std::atomic<uint32_t>*>(host_view(addr));
+}
+
+// Memory operations reach device memory and host memory registered or pinned for the device.
+bool mem_op_address(CUdeviceptr addr) {
+  return addr % 4 == 0 && (is_device(addr) || is_pinned(addr));
+}
+
+std::atomic<int> mem_ops{0};
+
+CUresult stream_wait_value32(CUstream stream, CUdeviceptr addr, cuuint32_t value,
+                             unsigned int flags) {
   if (state().refuse_wait_value.load()) return CUDA_ERROR_NOT_SUPPORTED;
-  auto* word = static_cast<std::atomic<uint32_t>*>(host_view(addr));
-  queue(stream, [word, value] {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    while (static_cast<int32_t>(word->load(std::memory_order_acquire) - value) < 0 &&
-           std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
+  if (!mem_op_address(addr)) return CUDA_ERROR_INVALID_VALUE;
+  mem_ops.fetch_add(1);
+  std::atomic<uint32_t>* word = word_at(addr);
+  queue(stream, [word, value, flags] { wait_on_word(word, value, flags); });
+  return CUDA_SUCCESS;
+}
+CUresult stream_write_value32(CUstream stream, CUdeviceptr addr, cuuint32_t value,
+                              unsigned int flags) {
+  if (flags != 0 || !mem_op_address(addr)) return CUDA_ERROR_INVALID_VALUE;
+  mem_ops.fetch_add(1);
+  std::atomic<uint32_t>* word = word_at(addr);
+  queue(stream, [word, value] { word->store(value, std::memory_order_release); });
+  return CUDA_SUCCESS;
+}
+// The operations of a batch run in order, as one piece of the stream's work. At most 256, as the
+// driver documents.
+CUresult stream_batch_mem_op(CUstream stream, unsigned int count, CUstreamBatchMemOpParams* ops,
+                             unsigned int flags) {
+  if (state().refuse_wait_value.load()) return CUDA_ERROR_NOT_SUPPORTED;
+  if (flags != 0 || count == 0 || count > 256 || ops == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  struct One {
+    bool wait;
+    std::atomic<uint32_t>* word;
+    uint32_t value;
+    unsigned int flags;
+  };
+  std::vector<One> batch;
+  for (unsigned int i = 0; i < count; ++i) {
+    const CUstreamBatchMemOpParams& op = ops[i];
+    if (op.operation == CU_STREAM_MEM_OP_WAIT_VALUE_32) {
+      if (!mem_op_address(op.waitValue.address)) return CUDA_ERROR_INVALID_VALUE;
+      batch.push_back(
+          {true, word_at(op.waitValue.address), op.waitValue.value, op.waitValue.flags});
+    } else if (op.operation == CU_STREAM_MEM_OP_WRITE_VALUE_32) {
+      if (!mem_op_address(op.writeValue.address) || op.writeValue.flags != 0) {
+        return CUDA_ERROR_INVALID_VALUE;
+      }
+      batch.push_back({false, word_at(op.writeValue.address), op.writeValue.value, 0});
+    } else {
+      return CUDA_ERROR_NOT_SUPPORTED;  // ccl uses 32-bit waits and writes only
+    }
+  }
+  mem_ops.fetch_add(1);
+  queue(stream, [batch = std::move(batch)] {
+    for (const One& one : batch) {
+      if (one.wait) {
+        wait_on_word(one.word, one.value, one.flags);
+      } else {
+        one.word->store(one.value, std::memory_order_release);
+      }
     }
   });
   return CUDA_SUCCESS;
@@ -349,20 +466,58 @@ CUresult event_destroy(CUevent event) {
 }
 CUresult event_record(CUevent event, CUstream stream) {
   auto* e = reinterpret_cast<FakeEvent*>(event);
-  e->done.store(false);
-  queue(stream, [e] { e->done.store(true, std::memory_order_release); });
+  bool capturing = false;
+  {
+    std::lock_guard lock(order_mutex);
+    capturing = stream_of(stream)->capture != nullptr;
+  }
+  const uint64_t n = e->recorded.fetch_add(1) + 1;
+  e->captured.store(capturing);
+  queue(stream, [e, n] {
+    uint64_t seen = e->passed.load();
+    while (seen < n && !e->passed.compare_exchange_weak(seen, n)) {
+    }
+  });
   return CUDA_SUCCESS;
 }
 CUresult event_query(CUevent event) {
-  return reinterpret_cast<FakeEvent*>(event)->done.load(std::memory_order_acquire)
-             ? CUDA_SUCCESS
-             : CUDA_ERROR_NOT_READY;
+  state().host_waits.fetch_add(1);
+  auto* e = reinterpret_cast<FakeEvent*>(event);
+  // What a record made during a capture marks runs only when the graph runs.
+  if (e->captured.load() && !e->done()) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  return e->done() ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+// The stream waits for what the event's latest record marks (at the time of this call).
+CUresult stream_wait_event(CUstream stream, CUevent event, unsigned int flags) {
+  if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  auto* e = reinterpret_cast<FakeEvent*>(event);
+  const uint64_t n = e->recorded.load();
+  queue(stream, [e, n] {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (e->passed.load(std::memory_order_acquire) < n) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        std::fprintf(stderr, "fake CUDA: a stream waited 60 s for an event (a hang)\n");
+        std::abort();
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+  });
+  return CUDA_SUCCESS;
+}
+CUresult stream_is_capturing(CUstream stream, CUstreamCaptureStatus* status) {
+  std::lock_guard lock(order_mutex);
+  *status = stream_of(stream)->capture != nullptr ? CU_STREAM_CAPTURE_STATUS_ACTIVE
+                                                  : CU_STREAM_CAPTURE_STATUS_NONE;
+  return CUDA_SUCCESS;
 }
 CUresult mem_alloc(CUdeviceptr* ptr, size_t bytes) {
   *ptr = reinterpret_cast<CUdeviceptr>(device_alloc(bytes));
   return CUDA_SUCCESS;
 }
-CUresult mem_free(CUdeviceptr) { return CUDA_SUCCESS; }
+CUresult mem_free(CUdeviceptr ptr) {
+  device_free(reinterpret_cast<void*>(ptr));
+  return CUDA_SUCCESS;
+}
 CUresult mem_host_alloc(void** p, size_t bytes, unsigned int) {
   *p = std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
   if (*p == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
@@ -378,6 +533,25 @@ CUresult mem_free_host(void* p) {
     s.pinned.erase(reinterpret_cast<uintptr_t>(p));
   }
   std::free(p);
+  return CUDA_SUCCESS;
+}
+// Registered host memory is pinned memory the fake does not own (the flag page of shared memory).
+std::map<uintptr_t, size_t> registered;  // under State::mutex
+CUresult mem_host_register(void* p, size_t bytes, unsigned int) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  const auto at = reinterpret_cast<uintptr_t>(p);
+  if (s.pinned.contains(at)) return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+  s.pinned[at] = bytes;
+  registered[at] = bytes;
+  return CUDA_SUCCESS;
+}
+CUresult mem_host_unregister(void* p) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  const auto at = reinterpret_cast<uintptr_t>(p);
+  if (!registered.erase(at)) return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+  s.pinned.erase(at);
   return CUDA_SUCCESS;
 }
 CUresult mem_host_get_device_pointer(CUdeviceptr* device, void* host, unsigned int) {
@@ -437,7 +611,23 @@ CUresult launch_kernel(CUfunction fn, unsigned grid_x, unsigned grid_y, unsigned
     queue(stream, [=] { ccl::reduce::divide_kernel(type)(data, count, divisor); });
     return CUDA_SUCCESS;
   }
-  return CUDA_ERROR_NOT_SUPPORTED;  // scale and copy: not used by ccl's host side yet
+  if (index >= reduce_kernels + cclNumTypes && index < reduce_kernels + 2 * cclNumTypes) {
+    auto type = static_cast<cclDataType_t>(index - reduce_kernels - cclNumTypes);
+    void* dst = host_view(*static_cast<uintptr_t*>(params[0]));
+    const void* src = host_view(*static_cast<uintptr_t*>(params[1]));
+    const auto count = *static_cast<unsigned long long*>(params[2]);
+    const auto bits = *static_cast<unsigned long long*>(params[3]);  // read now, as by value
+    queue(stream, [=] { ccl::reduce::scale_kernel(type)(dst, src, count, &bits); });
+    return CUDA_SUCCESS;
+  }
+  if (index == k::copy_kernel_index()) {
+    void* dst = host_view(*static_cast<uintptr_t*>(params[0]));
+    const void* src = host_view(*static_cast<uintptr_t*>(params[1]));
+    const auto bytes = *static_cast<unsigned long long*>(params[2]);
+    queue(stream, [=] { std::memmove(dst, src, bytes); });
+    return CUDA_SUCCESS;
+  }
+  return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 // IPC: a handle holds the allocation's offset in the arena; opening it gives the same address
@@ -502,6 +692,10 @@ void install() {
   api.stream_destroy = stream_destroy;
   api.stream_synchronize = stream_synchronize;
   api.stream_wait_value32 = stream_wait_value32;
+  api.stream_write_value32 = stream_write_value32;
+  api.stream_batch_mem_op = stream_batch_mem_op;
+  api.stream_wait_event = stream_wait_event;
+  api.stream_is_capturing = stream_is_capturing;
   api.launch_host_func = launch_host_func;
   api.event_create = event_create;
   api.event_destroy = event_destroy;
@@ -512,6 +706,8 @@ void install() {
   api.mem_host_alloc = mem_host_alloc;
   api.mem_free_host = mem_free_host;
   api.mem_host_get_device_pointer = mem_host_get_device_pointer;
+  api.mem_host_register = mem_host_register;
+  api.mem_host_unregister = mem_host_unregister;
   api.memcpy_async = memcpy_async;
   api.module_load_data = module_load_data;
   api.module_get_function = module_get_function;
@@ -540,17 +736,58 @@ void use_device(int device) { thread_device = device; }
 
 void refuse_stream_wait_value(bool refuse) { state().refuse_wait_value.store(refuse); }
 
+// First fit from the freed blocks, else the end of the arena; a freed block gives its pages
+// back (the memfd is sparse) and merges with its free neighbours.
 void* device_alloc(size_t bytes) {
   State& s = state();
   std::lock_guard lock(s.mutex);
-  const size_t at = (s.used + 255) / 256 * 256;
-  if (at + bytes > kArenaBytes) throw std::runtime_error("fake CUDA device memory exhausted");
-  s.used = at + bytes;
+  const size_t want = (std::max<size_t>(bytes, 1) + 255) / 256 * 256;
+  size_t at = SIZE_MAX;
+  for (auto it = s.free_blocks.begin(); it != s.free_blocks.end(); ++it) {
+    if (it->second < want) continue;
+    at = it->first;
+    const size_t left = it->second - want;
+    s.free_blocks.erase(it);
+    if (left > 0) s.free_blocks[at + want] = left;
+    break;
+  }
+  if (at == SIZE_MAX) {
+    at = (s.used + 255) / 256 * 256;
+    if (at + want > kArenaBytes) throw std::runtime_error("fake CUDA device memory exhausted");
+    s.used = at + want;
+  }
   s.allocations[reinterpret_cast<uintptr_t>(s.device + at)] = bytes;
   return s.device + at;
 }
 
-void device_free(void*) {}  // the arena is the process's; tests allocate little
+void device_free(void* p) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  auto it = s.allocations.find(reinterpret_cast<uintptr_t>(p));
+  if (it == s.allocations.end()) return;
+  size_t at = reinterpret_cast<std::byte*>(p) - s.device;
+  size_t size = (std::max<size_t>(it->second, 1) + 255) / 256 * 256;
+  s.allocations.erase(it);
+  if (size >= 65536) {
+    fallocate(s.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(at),
+              static_cast<off_t>(size));
+  }
+  auto next = s.free_blocks.find(at + size);
+  if (next != s.free_blocks.end()) {
+    size += next->second;
+    s.free_blocks.erase(next);
+  }
+  auto prev = s.free_blocks.lower_bound(at);
+  if (prev != s.free_blocks.begin()) {
+    --prev;
+    if (prev->first + prev->second == at) {
+      at = prev->first;
+      size += prev->second;
+      s.free_blocks.erase(prev);
+    }
+  }
+  s.free_blocks[at] = size;
+}
 
 void to_device(void* device_dst, const void* host_src, size_t bytes) {
   std::memcpy(host_view(reinterpret_cast<uintptr_t>(device_dst)), host_src, bytes);
@@ -572,6 +809,39 @@ int kernel_launches() { return state().launches.load(); }
 int peer_access_enables() { return peer_enables.load(); }
 void refuse_peer_access_enable(bool refuse) { refuse_peer_enable.store(refuse); }
 int ipc_opens() { return state().ipc_opens.load(); }
+int host_waits() { return state().host_waits.load(); }
+int mem_op_calls() { return mem_ops.load(); }
+void set_default_context(bool current) { context_by_default.store(current); }
+void make_context_current() { current_context = fake_context(); }
+
+Gate::Gate(CUstream_st* stream) : open_(std::make_shared<std::atomic<bool>>(false)) {
+  queue(stream, [open = open_] {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (!open->load(std::memory_order_acquire) && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  });
+}
+Gate::~Gate() { open(); }
+void Gate::open() { open_->store(true, std::memory_order_release); }
+
+void begin_capture(CUstream_st* stream) {
+  std::lock_guard lock(order_mutex);
+  FakeStream* s = stream_of(stream);
+  if (s->capture == nullptr) s->capture = new FakeGraph();
+}
+Graph* end_capture(CUstream_st* stream) {
+  std::lock_guard lock(order_mutex);
+  FakeStream* s = stream_of(stream);
+  return reinterpret_cast<Graph*>(std::exchange(s->capture, nullptr));
+}
+size_t graph_nodes(const Graph* graph) {
+  return reinterpret_cast<const FakeGraph*>(graph)->nodes.size();
+}
+void launch_graph(const Graph* graph, CUstream_st* stream) {
+  for (const auto& node : reinterpret_cast<const FakeGraph*>(graph)->nodes) queue(stream, node);
+}
+void destroy_graph(Graph* graph) { delete reinterpret_cast<FakeGraph*>(graph); }
 void* alias(const void* device_ptr) { return host_view(reinterpret_cast<uintptr_t>(device_ptr)); }
 
 }  // namespace ccl_test::fake_cuda

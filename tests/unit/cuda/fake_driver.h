@@ -8,9 +8,11 @@
 // a GPU: a test that forgot to wait for a stream reads stale data.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -34,7 +36,8 @@ void set_devices(int count, bool p2p);
 void set_bus_ids(const std::vector<std::string>& ids);
 void use_device(int device);
 
-// Device memory: allocation (as cuMemAlloc), and the test's own access to it.
+// Device memory: allocation (as cuMemAlloc; cuMemFree and device_free give it back), and the
+// test's own access to it.
 void* device_alloc(size_t bytes);
 void device_free(void* p);
 void to_device(void* device_dst, const void* host_src, size_t bytes);    // synchronous
@@ -56,5 +59,43 @@ int peer_access_enables();
 void refuse_peer_access_enable(bool refuse);
 // The host-accessible alias of a device address (for launch()'s work only).
 void* alias(const void* device_ptr);
+
+// How often a host thread asked whether a stream or an event was done (cuEventQuery,
+// cuStreamSynchronize), from any thread, since the process started: what "no host thread
+// waited for the stream" is measured by. And the stream memory operations queued
+// (cuStreamWaitValue32, cuStreamWriteValue32, cuStreamBatchMemOp calls).
+int host_waits();
+int mem_op_calls();
+
+// Every thread that starts after set_default_context(true) begins with the fake's context
+// current (as a thread of a CUDA program after cudaSetDevice); make_context_current() makes it
+// current on the calling thread now.
+void set_default_context(bool current);
+void make_context_current();
+
+// Holds `stream` back: the work queued on it after the gate waits until open() (or the gate's
+// destruction; at most 60 s), as a GPU busy with earlier work would.
+class Gate {
+ public:
+  explicit Gate(CUstream_st* stream);
+  ~Gate();
+  Gate(const Gate&) = delete;
+  Gate& operator=(const Gate&) = delete;
+  void open();
+
+ private:
+  std::shared_ptr<std::atomic<bool>> open_;
+};
+
+// Graph capture, as cuStreamBeginCapture / cuStreamEndCapture / cuGraphLaunch: while a stream
+// captures, the work queued on it is kept, not run (cuStreamIsCapturing says ACTIVE,
+// cuStreamSynchronize on it fails, an event recorded on it completes only when the graph runs);
+// launch_graph queues all of it again, with the arguments it was queued with.
+struct Graph;
+void begin_capture(CUstream_st* stream);
+Graph* end_capture(CUstream_st* stream);
+size_t graph_nodes(const Graph* graph);
+void launch_graph(const Graph* graph, CUstream_st* stream);
+void destroy_graph(Graph* graph);
 
 }  // namespace ccl_test::fake_cuda

@@ -82,6 +82,10 @@ constexpr int reduce_kernel_index(cclDataType_t type, cclRedOp_t op) {
 constexpr int divide_kernel_index(cclDataType_t type) {
   return detail::valid_type(type) ? cclNumTypes * kNumBaseOps + type : -1;
 }
+constexpr int scale_kernel_index(cclDataType_t type) {
+  return detail::valid_type(type) ? cclNumTypes * kNumBaseOps + cclNumTypes + type : -1;
+}
+constexpr int copy_kernel_index() { return kNumKernels - 1; }
 
 // Every kernel name once (kNumKernels of them): reduce in type-major order, divide, scale, copy.
 constexpr const char* kernel_name_at(int index) {
@@ -100,5 +104,7 @@ static_assert(kernel_name_at(reduce_kernel_index(cclBfloat16, cclAvg)) ==
               reduce_kernel_name(cclBfloat16, cclSum));
 static_assert(kernel_name_at(divide_kernel_index(cclFloat8e5m2)) ==
               divide_kernel_name(cclFloat8e5m2));
+static_assert(kernel_name_at(scale_kernel_index(cclInt8)) == scale_kernel_name(cclInt8));
+static_assert(kernel_name_at(copy_kernel_index()) == copy_kernel_name());
 
 }  // namespace ccl::reduce::cuda
