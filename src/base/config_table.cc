@@ -94,9 +94,11 @@ const std::vector<ConfigVar>& config_vars() {
       {"CCL_CUDA_LIBRARY", ConfigType::String, "libcuda.so.1",
        "the CUDA driver library ccl loads at run time (dlopen)"},
       {"CCL_CUDA_IPC", ConfigType::Bool, "1",
-       "0: an allreduce of device buffers between the processes of one host never reads the "
-       "peers' buffers through CUDA IPC (it stages through host memory); for GPUs without P2P "
-       "between them"},
+       "0: no device collectives among the ranks of one host (their scratch shared through "
+       "CUDA IPC or peer access): device buffers go through host memory"},
+      {"CCL_CUDA_SCRATCH", ConfigType::Bytes, "64M",
+       "device memory each rank of a host's device collectives allocates for its peers to read "
+       "(two halves; at least 64K): larger moves bigger chunks per flag round"},
       // Topology
       {"CCL_TOPO_FILE", ConfigType::String, "",
        "read the topology from this file (ccl's XML, or hwloc's from lstopo --of xml) instead of "

@@ -5,8 +5,9 @@
 #include <vector>
 
 #include "algorithms/reduce/reduce.h"
-#include "core/api_guard.h"
 #include "base/error.h"
+#include "core/api_guard.h"
+#include "core/device/device_call.h"
 #include "core/group.h"
 #include "core/stream.h"
 
@@ -23,17 +24,26 @@ cclStream* checked_stream(cclStream* stream, const char* function) {
 
 // Checks the communicator, the stream and the call's own arguments (`validate`) in one pass, then
 // runs `op(communicator)` now (NULL stream), queues it on `stream` holding a reference to the
-// communicator, or adds it to the open group.
+// communicator, or adds it to the open group. On a ccl stream made from a CUDA stream, a call
+// the communicator runs on the device (`device`: device buffers on a host's device world) is
+// queued on the CUDA stream at once instead (enqueue-only: no host work, no host wait).
 template <class Validate, class Op>
 cclResult_t submit(cclComm* handle, cclStream* stream, const char* function, Validate validate,
-                   Op op) {
+                   Op op, const DeviceCall& device) {
   const bool in_group = group::active();
   cclResult_t checked = guarded(handle, function, [&] {
     validate(checked_comm(handle, function));
     checked_stream(stream, function);
-    if (in_group) group::add_collective(handle->impl, stream, function, op);
+    if (in_group) group::add_collective(handle->impl, stream, function, op, device);
   });
   if (checked != cclSuccess || in_group) return checked;
+  if (stream != nullptr && stream->cuda_stream() != nullptr) {
+    bool queued = false;
+    const cclResult_t result = guarded(handle->impl.get(), function, [&] {
+      queued = group::queue_device(stream, handle->impl, device);
+    });
+    if (result != cclSuccess || queued) return result;
+  }
   // On the NULL stream the call holds a reference too: cclCommAbort from another thread releases
   // it with an error and must not free the communicator under it.
   if (stream == nullptr) {
@@ -42,18 +52,19 @@ cclResult_t submit(cclComm* handle, cclStream* stream, const char* function, Val
       // Non-blocking: queued in order on the communicator's own queue; the caller polls
       // cclCommGetAsyncError until it is no longer cclInProgress.
       const cclResult_t queued = guarded(comm.get(), function, [&] {
-        comm->enqueue_background([function, op](Communicator& c) {
-          return guarded(&c, function, [&] { op(c); });
-        });
+        comm->enqueue_background(
+            [function, op](Communicator& c) { return guarded(&c, function, [&] { op(c); }); });
       });
       return queued == cclSuccess ? cclInProgress : queued;
     }
     return guarded(comm.get(), function, [&] { op(*comm); });
   }
-  group::queue_on_stream(stream, handle->impl, [function, op](Communicator& c) {
-    return guarded(&c, function, [&] { op(c); });
+  return guarded(handle->impl.get(), function, [&] {
+    group::queue_on_stream(
+        stream, handle->impl,
+        [function, op](Communicator& c) { return guarded(&c, function, [&] { op(c); }); },
+        function);
   });
-  return cclSuccess;
 }
 
 // A send or receive: checked, then added to the open group, or run as a group of its own.
@@ -123,7 +134,8 @@ cclResult_t cclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ccl
         check_buffer(sendbuff, "sendbuff", count, fn);
         check_buffer(recvbuff, "recvbuff", count, fn);
       },
-      [=](Communicator& c) { c.all_reduce(sendbuff, recvbuff, count, datatype, op); });
+      [=](Communicator& c) { c.all_reduce(sendbuff, recvbuff, count, datatype, op); },
+      device_call(OpKind::AllReduce, fn, sendbuff, recvbuff, count, datatype, op));
 }
 
 cclResult_t cclBroadcast(const void* sendbuff, void* recvbuff, size_t count, cclDataType_t datatype,
@@ -138,12 +150,14 @@ cclResult_t cclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ccl
         if (c.rank() == root) check_buffer(sendbuff, "sendbuff", count, fn);
         check_buffer(recvbuff, "recvbuff", count, fn);
       },
-      [=](Communicator& c) { c.broadcast(sendbuff, recvbuff, count, datatype, root); });
+      [=](Communicator& c) { c.broadcast(sendbuff, recvbuff, count, datatype, root); },
+      device_call(OpKind::Broadcast, fn, sendbuff, recvbuff, count, datatype, cclSum, root));
 }
 
 cclResult_t cclBarrier(cclComm_t comm, cclStream_t stream) {
   return submit(
-      comm, stream, "cclBarrier", [](Communicator&) {}, [](Communicator& c) { c.barrier(); });
+      comm, stream, "cclBarrier", [](Communicator&) {}, [](Communicator& c) { c.barrier(); },
+      device_call(OpKind::Barrier, "cclBarrier", nullptr, nullptr, 0, cclUint8));
 }
 
 cclResult_t cclReduce(const void* sendbuff, void* recvbuff, size_t count, cclDataType_t datatype,
@@ -159,7 +173,8 @@ cclResult_t cclReduce(const void* sendbuff, void* recvbuff, size_t count, cclDat
         check_buffer(sendbuff, "sendbuff", count, fn);
         if (c.rank() == root) check_buffer(recvbuff, "recvbuff", count, fn);
       },
-      [=](Communicator& c) { c.reduce(sendbuff, recvbuff, count, datatype, op, root); });
+      [=](Communicator& c) { c.reduce(sendbuff, recvbuff, count, datatype, op, root); },
+      device_call(OpKind::Reduce, fn, sendbuff, recvbuff, count, datatype, op, root));
 }
 
 cclResult_t cclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
@@ -173,7 +188,8 @@ cclResult_t cclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
         check_buffer(sendbuff, "sendbuff", sendcount, fn);
         check_buffer(recvbuff, "recvbuff", sendcount, fn);
       },
-      [=](Communicator& c) { c.all_gather(sendbuff, recvbuff, sendcount, datatype); });
+      [=](Communicator& c) { c.all_gather(sendbuff, recvbuff, sendcount, datatype); },
+      device_call(OpKind::AllGather, fn, sendbuff, recvbuff, sendcount, datatype));
 }
 
 cclResult_t cclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
@@ -189,7 +205,8 @@ cclResult_t cclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvco
         check_buffer(sendbuff, "sendbuff", recvcount, fn);
         check_buffer(recvbuff, "recvbuff", recvcount, fn);
       },
-      [=](Communicator& c) { c.reduce_scatter(sendbuff, recvbuff, recvcount, datatype, op); });
+      [=](Communicator& c) { c.reduce_scatter(sendbuff, recvbuff, recvcount, datatype, op); },
+      device_call(OpKind::ReduceScatter, fn, sendbuff, recvbuff, recvcount, datatype, op));
 }
 
 cclResult_t cclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, cclDataType_t datatype,
@@ -203,7 +220,8 @@ cclResult_t cclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, cclD
         check_buffer(sendbuff, "sendbuff", count, fn);
         check_buffer(recvbuff, "recvbuff", count, fn);
       },
-      [=](Communicator& c) { c.all_to_all(sendbuff, recvbuff, count, datatype); });
+      [=](Communicator& c) { c.all_to_all(sendbuff, recvbuff, count, datatype); },
+      device_call(OpKind::AlltoAll, fn, sendbuff, recvbuff, count, datatype));
 }
 
 cclResult_t cclAllGatherV(const void* sendbuff, size_t sendcount, void* recvbuff,
@@ -215,6 +233,7 @@ cclResult_t cclAllGatherV(const void* sendbuff, size_t sendcount, void* recvbuff
     std::vector<size_t> counts, displs;
   };
   auto layout = std::make_shared<Layout>();
+  DeviceCall device = device_call(OpKind::AllGatherV, fn, sendbuff, recvbuff, 0, datatype);
   return submit(
       comm, stream, fn,
       [&](Communicator& c) {
@@ -229,10 +248,13 @@ cclResult_t cclAllGatherV(const void* sendbuff, size_t sendcount, void* recvbuff
         check_extents(l.counts, l.displs, datatype, "recvcounts", "displs", fn);
         check_buffer(sendbuff, "sendbuff", sendcount, fn);
         check_buffer(recvbuff, "recvbuff", total(l.counts), fn);
+        device.counts = l.counts;
+        device.displs = l.displs;
       },
       [=](Communicator& c) {
         c.all_gather_v(sendbuff, recvbuff, layout->counts, layout->displs, datatype);
-      });
+      },
+      device);
 }
 
 cclResult_t cclAlltoAllV(const void* sendbuff, const size_t* sendcounts, const size_t* sdispls,
@@ -244,6 +266,7 @@ cclResult_t cclAlltoAllV(const void* sendbuff, const size_t* sendcounts, const s
     std::vector<size_t> sendcounts, sdispls, recvcounts, rdispls;
   };
   auto layout = std::make_shared<Layout>();
+  DeviceCall device = device_call(OpKind::AlltoAllV, fn, sendbuff, recvbuff, 0, datatype);
   return submit(
       comm, stream, fn,
       [&](Communicator& c) {
@@ -257,12 +280,17 @@ cclResult_t cclAlltoAllV(const void* sendbuff, const size_t* sendcounts, const s
         check_extents(l.recvcounts, l.rdispls, datatype, "recvcounts", "rdispls", fn);
         check_buffer(sendbuff, "sendbuff", total(l.sendcounts), fn);
         check_buffer(recvbuff, "recvbuff", total(l.recvcounts), fn);
+        device.counts = l.sendcounts;
+        device.displs = l.sdispls;
+        device.recvcounts = l.recvcounts;
+        device.rdispls = l.rdispls;
       },
       [=](Communicator& c) {
         const Layout& l = *layout;
         c.all_to_all_v(sendbuff, l.sendcounts, l.sdispls, recvbuff, l.recvcounts, l.rdispls,
                        datatype);
-      });
+      },
+      device);
 }
 
 cclResult_t cclSend(const void* sendbuff, size_t count, cclDataType_t datatype, int peer,

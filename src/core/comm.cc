@@ -8,6 +8,8 @@
 #include "base/log.h"
 #include "core/comm/tuner_setup.h"
 #include "core/signal_dump.h"
+#include "cuda/cuda_driver.h"
+#include "cuda/stream_ops.h"
 
 namespace ccl {
 
@@ -32,6 +34,12 @@ Communicator::Settings Communicator::read_settings() {
   }
   settings.trace.max_events = static_cast<size_t>(max_events);
   settings.cuda_ipc = config_bool("CCL_CUDA_IPC");
+  const int64_t scratch = config_int("CCL_CUDA_SCRATCH");
+  if (scratch < 65536 || scratch > (int64_t{1} << 40)) {
+    throw_error(cclInvalidUsage, "CCL_CUDA_SCRATCH=%lld must be in [64K, 1T] bytes",
+                static_cast<long long>(scratch));
+  }
+  settings.cuda_scratch = static_cast<uint64_t>(scratch);
   return settings;
 }
 
@@ -44,7 +52,9 @@ Communicator::Communicator(const CommOptions& options, const Settings& settings)
       planner_(options_, peers_.layout(), settings.chunk_bytes),
       runner_(options_, settings.check_mode, settings.trace_ops, settings.trace, status_, async_,
               peers_, planner_),
-      device_ipc_(settings.cuda_ipc) {}
+      cuda_ipc_(settings.cuda_ipc),
+      cuda_scratch_(settings.cuda_scratch),
+      init_context_(cuda::current_context()) {}
 
 Communicator::~Communicator() {
   // Joins the init thread and lets the background work finish while every part is alive.
@@ -75,9 +85,46 @@ void Communicator::init(Store& store) {
     peers_.notify(transport::notice_for(e, rank()));
     throw;
   }
+  make_device_world(store);
   if (!options_.blocking) async_.open_queue();
   register_recorder(runner_.recorder());  // SIGUSR1 dumps it
   CCL_INFO(kInit, "communicator %s rank %d of %d ready", options_.name.c_str(), rank(), nranks());
+}
+
+void Communicator::make_device_world(Store& store) {
+  // No driver here: none on this host's other ranks either (one machine, one installation),
+  // and a host-only job pays nothing.
+  if (layout().nhosts != 1 || nranks() < 2 || cuda::cuda_driver() == nullptr) return;
+  DeviceWorld::Setup setup;
+  setup.rank = rank();
+  setup.nranks = nranks();
+  setup.comm_tag = peers_.comm_tag();
+  setup.context = init_context_;
+  setup.enabled = cuda_ipc_;
+  setup.half_bytes = cuda_scratch_ / 2 / 256 * 256;
+  setup.timeout = options_.timeout;
+  setup.abort = &status_.abort_flag();
+  setup.on_failure = [this](cclResult_t code, const std::string& message) {
+    status_.set_last_error(message);
+    status_.mark_failed(code);
+  };
+  // Exchanged through the rendezvous store, not a collective: the setup is no operation of the
+  // communicator (no sequence number, no trace, no check mode).
+  int round = 0;
+  device_ = DeviceWorld::create(setup, [&](const void* mine, void* all, size_t bytes) {
+    const std::string prefix = "cuda/" + std::to_string(round++) + "/";
+    const auto* p = static_cast<const uint8_t*>(mine);
+    store.set(prefix + std::to_string(rank()), Bytes(p, p + bytes));
+    const Deadline deadline = Deadline::after(options_.timeout);
+    for (int q = 0; q < nranks(); ++q) {
+      const Bytes theirs = store.get(prefix + std::to_string(q), deadline);
+      if (theirs.size() != bytes) {
+        throw_error(cclInternalError, "device collectives setup: rank %d sent %zu bytes, not %zu",
+                    q, theirs.size(), bytes);
+      }
+      std::copy(theirs.begin(), theirs.end(), static_cast<uint8_t*>(all) + q * bytes);
+    }
+  });
 }
 
 void Communicator::drain_background() { async_.drain(); }
@@ -97,6 +144,8 @@ void Communicator::abort() {
   // During a non-blocking init the transports are being built: its waits see the flag.
   if (!async_.ready()) return;
   peers_.interrupt();
+  // The device programs of every rank go on (released); the peers learn of it from the page.
+  if (device_) device_->fail(cclRemoteError, "the communicator was aborted");
 }
 
 void Communicator::abort_and_notify(std::chrono::milliseconds grace) {

@@ -33,7 +33,8 @@
 #include "core/comm/planner.h"
 #include "core/comm/status.h"
 #include "core/comm_layout.h"
-#include "core/device_ipc.h"
+#include "core/device/device_call.h"
+#include "core/device/device_world.h"
 #include "core/device_staging.h"
 #include "core/flight_recorder.h"
 #include "core/op_check.h"
@@ -87,6 +88,16 @@ class Communicator {
                     std::span<const size_t> recvcounts, std::span<const size_t> rdispls,
                     cclDataType_t type);
   void barrier();
+  // A call on device buffers as a device program (device/device_world.h), when this
+  // communicator has a device world and the call's buffers are device memory: queued on
+  // `cuda_stream`, or, with nullptr, run now and waited for. False when the call is not one
+  // (host buffers, no device world): then the host path runs it.
+  bool device_collective(const DeviceCall& call, void* cuda_stream);
+  bool has_device_world() const { return device_ != nullptr; }
+  // The watchdog's look at this rank's device programs, now (device_world.h: check).
+  void poll_device() {
+    if (device_) device_->check(Clock::now());
+  }
   // The sends and receives of one group, all posted at once; buffers[i] is operation i's.
   void point_to_point(std::span<const algo::PointToPoint> operations,
                       std::span<std::byte* const> buffers);
@@ -146,11 +157,13 @@ class Communicator {
     size_t chunk_bytes;          // CCL_CHUNKSIZE, or CCL_BUFFSIZE / 4
     trace::TraceSettings trace;  // CCL_TRACE_FILE, CCL_TRACE_MAX_EVENTS
     bool cuda_ipc;               // CCL_CUDA_IPC
+    uint64_t cuda_scratch;       // CCL_CUDA_SCRATCH
   };
   static Settings read_settings();
   explicit Communicator(const CommOptions& options);
   Communicator(const CommOptions& options, const Settings& settings);
-  void init(Store& store);  // everything create() does after construction
+  void init(Store& store);               // everything create() does after construction
+  void make_device_world(Store& store);  // init's last step, collective (through the store)
   // Allreduce (root -1) or reduce to `root`; the caller holds op_mutex_.
   void reduce_to(const void* sendbuff, void* recvbuff, size_t count, cclDataType_t type,
                  cclRedOp_t op, int root);
@@ -182,7 +195,12 @@ class Communicator {
   OpRunner runner_;
   ReductionOps reduction_ops_;
   DeviceStaging staging_;  // CUDA device buffers through pinned host memory (device_staging.h)
-  DeviceIpc device_ipc_;   // allreduce of device buffers on one host through CUDA IPC
+  const bool cuda_ipc_;
+  const uint64_t cuda_scratch_;
+  void* init_context_;  // the CUDA context current where the communicator was made
+  // The device collectives of one host's ranks (device/device_world.h), made at init where
+  // every rank can; destroyed first (it waits for its programs in flight).
+  std::unique_ptr<DeviceWorld> device_;
 };
 
 }  // namespace ccl

@@ -16,6 +16,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "core/comm.h"
+#include "core/device/device_plan.h"
 #include "core/tuning/registry.h"
 
 namespace ccl {
@@ -37,26 +38,39 @@ size_t extent_bytes(std::span<const size_t> counts, std::span<const size_t> disp
 // The public collectives: their buffers as the staging sees them (what each rank reads and
 // writes), then the host path. Device buffers go through pinned host memory (device_staging.h).
 
+bool Communicator::device_collective(const DeviceCall& call, void* cuda_stream) {
+  // The device world is the init's (its own thread's, for a non-blocking init): wait for it.
+  runner_.check_usable(call.function);
+  if (!device_ || !device_->takes(call)) return false;
+  DevicePlan plan = plan_device(call, *device_, reduction_ops_, planner_.tuner().selection());
+  if (cuda_stream != nullptr) {
+    device_->enqueue(plan.program, plan.bindings, cuda_stream);
+  } else {
+    device_->run(plan.program, plan.bindings);
+  }
+  return true;
+}
+
 void Communicator::all_reduce(const void* sendbuff, void* recvbuff, size_t count,
                               cclDataType_t type, cclRedOp_t op) {
-  std::lock_guard lock(runner_.mutex());
-  const size_t bytes = count * reduce::datatype_size(type);
-  // The layout is the init's (its own thread's, for a non-blocking init): wait for it first.
-  runner_.check_usable("allreduce");
-  // On one host, device buffers are reduced where they are, if every rank's are (device_ipc.h).
-  if (device_ipc_.applies(layout().nhosts, nranks()) &&
-      device_ipc_.all_reduce(sendbuff, recvbuff, count, type, op, rank(), nranks(),
-                             [&](const void* mine, void* all, size_t n) {
-                               all_gather_host(mine, all, n, cclUint8);
-                             })) {
+  if (count > 0 && device_collective(device_call(OpKind::AllReduce, "cclAllReduce", sendbuff,
+                                                 recvbuff, count, type, op),
+                                     nullptr)) {
     return;
   }
+  std::lock_guard lock(runner_.mutex());
+  const size_t bytes = count * reduce::datatype_size(type);
   staging_.stage("allreduce", {sendbuff, bytes}, {recvbuff, bytes},
                  [&](const void* in, void* out) { reduce_to(in, out, count, type, op, -1); });
 }
 
 void Communicator::reduce(const void* sendbuff, void* recvbuff, size_t count, cclDataType_t type,
                           cclRedOp_t op, int root) {
+  if (count > 0 && device_collective(device_call(OpKind::Reduce, "cclReduce", sendbuff, recvbuff,
+                                                 count, type, op, root),
+                                     nullptr)) {
+    return;
+  }
   std::lock_guard lock(runner_.mutex());
   const size_t bytes = count * reduce::datatype_size(type);
   staging_.stage("reduce", {sendbuff, bytes}, {recvbuff, rank() == root ? bytes : 0},
@@ -65,6 +79,11 @@ void Communicator::reduce(const void* sendbuff, void* recvbuff, size_t count, cc
 
 void Communicator::broadcast(const void* sendbuff, void* recvbuff, size_t count, cclDataType_t type,
                              int root) {
+  if (count > 0 && device_collective(device_call(OpKind::Broadcast, "cclBroadcast", sendbuff,
+                                                 recvbuff, count, type, cclSum, root),
+                                     nullptr)) {
+    return;
+  }
   std::lock_guard lock(runner_.mutex());
   const size_t bytes = count * reduce::datatype_size(type);
   staging_.stage("broadcast", {sendbuff, rank() == root ? bytes : 0}, {recvbuff, bytes},
@@ -73,6 +92,11 @@ void Communicator::broadcast(const void* sendbuff, void* recvbuff, size_t count,
 
 void Communicator::all_gather(const void* sendbuff, void* recvbuff, size_t sendcount,
                               cclDataType_t type) {
+  if (sendcount > 0 && device_collective(device_call(OpKind::AllGather, "cclAllGather", sendbuff,
+                                                     recvbuff, sendcount, type),
+                                         nullptr)) {
+    return;
+  }
   std::lock_guard lock(runner_.mutex());
   const size_t bytes = sendcount * reduce::datatype_size(type);
   staging_.stage("allgather", {sendbuff, bytes}, {recvbuff, bytes * nranks()},
@@ -82,6 +106,10 @@ void Communicator::all_gather(const void* sendbuff, void* recvbuff, size_t sendc
 void Communicator::all_gather_v(const void* sendbuff, void* recvbuff,
                                 std::span<const size_t> counts, std::span<const size_t> displs,
                                 cclDataType_t type) {
+  DeviceCall call = device_call(OpKind::AllGatherV, "cclAllGatherV", sendbuff, recvbuff, 0, type);
+  call.counts = counts;
+  call.displs = displs;
+  if (device_collective(call, nullptr)) return;
   std::lock_guard lock(runner_.mutex());
   const size_t elem = reduce::datatype_size(type);
   staging_.stage("allgatherv", {sendbuff, counts[rank()] * elem},
@@ -92,6 +120,11 @@ void Communicator::all_gather_v(const void* sendbuff, void* recvbuff,
 
 void Communicator::reduce_scatter(const void* sendbuff, void* recvbuff, size_t recvcount,
                                   cclDataType_t type, cclRedOp_t op) {
+  if (recvcount > 0 && device_collective(device_call(OpKind::ReduceScatter, "cclReduceScatter",
+                                                     sendbuff, recvbuff, recvcount, type, op),
+                                         nullptr)) {
+    return;
+  }
   std::lock_guard lock(runner_.mutex());
   const size_t bytes = recvcount * reduce::datatype_size(type);
   staging_.stage(
@@ -101,6 +134,11 @@ void Communicator::reduce_scatter(const void* sendbuff, void* recvbuff, size_t r
 
 void Communicator::all_to_all(const void* sendbuff, void* recvbuff, size_t count,
                               cclDataType_t type) {
+  if (count > 0 &&
+      device_collective(
+          device_call(OpKind::AlltoAll, "cclAlltoAll", sendbuff, recvbuff, count, type), nullptr)) {
+    return;
+  }
   std::lock_guard lock(runner_.mutex());
   const size_t bytes = count * reduce::datatype_size(type) * nranks();
   staging_.stage("alltoall", {sendbuff, bytes}, {recvbuff, bytes},
@@ -111,6 +149,12 @@ void Communicator::all_to_all_v(const void* sendbuff, std::span<const size_t> se
                                 std::span<const size_t> sdispls, void* recvbuff,
                                 std::span<const size_t> recvcounts, std::span<const size_t> rdispls,
                                 cclDataType_t type) {
+  DeviceCall call = device_call(OpKind::AlltoAllV, "cclAlltoAllV", sendbuff, recvbuff, 0, type);
+  call.counts = sendcounts;
+  call.displs = sdispls;
+  call.recvcounts = recvcounts;
+  call.rdispls = rdispls;
+  if (device_collective(call, nullptr)) return;
   std::lock_guard lock(runner_.mutex());
   const size_t elem = reduce::datatype_size(type);
   staging_.stage("alltoallv", {sendbuff, extent_bytes(sendcounts, sdispls, elem)},
@@ -122,6 +166,10 @@ void Communicator::all_to_all_v(const void* sendbuff, std::span<const size_t> se
 
 void Communicator::point_to_point(std::span<const algo::PointToPoint> operations,
                                   std::span<std::byte* const> buffers) {
+  DeviceCall call = device_call(OpKind::SendRecv, "cclSend/cclRecv", nullptr, nullptr, 0, cclUint8);
+  call.p2p = operations;
+  call.buffers = buffers;
+  if (device_collective(call, nullptr)) return;
   std::lock_guard lock(runner_.mutex());
   std::vector<StagedBuffer> staged(buffers.size());
   for (size_t i = 0; i < buffers.size(); ++i) {
@@ -250,6 +298,10 @@ void Communicator::all_to_all_v_host(const void* sendbuff, std::span<const size_
 }
 
 void Communicator::barrier() {
+  if (device_collective(device_call(OpKind::Barrier, "cclBarrier", nullptr, nullptr, 0, cclUint8),
+                        nullptr)) {
+    return;
+  }
   std::lock_guard lock(runner_.mutex());
   const OpRunner::OpScope scope = runner_.begin_op({OpKind::Barrier});
   runner_.run_choice(planner_.plan(tune::Collective::Barrier, 0), "barrier", nullptr, nullptr, 0, 0,

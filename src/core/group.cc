@@ -3,8 +3,8 @@
 #include <thread>
 #include <vector>
 
-#include "core/api_guard.h"
 #include "base/error.h"
+#include "core/api_guard.h"
 
 namespace ccl::group {
 
@@ -13,6 +13,7 @@ namespace {
 struct Collective {
   const char* function;
   std::function<void(Communicator&)> run;
+  DeviceCall device;
 };
 
 // One communicator's share of a group.
@@ -62,7 +63,53 @@ cclResult_t run_part(Part& part) {
   return result;
 }
 
+// A part on a ccl stream made from a CUDA stream, in the part's order: the sends and receives,
+// then the collectives, each queued on the CUDA stream where the communicator runs it on the
+// device, else as host work of its own.
+void queue_on_cuda(Part& part) {
+  auto host = [&](std::function<cclResult_t(Communicator&)> work, const char* what) {
+    queue_on_stream(part.stream, part.comm, std::move(work), what);
+  };
+  if (!part.p2p.empty()) {
+    DeviceCall call;
+    call.kind = OpKind::SendRecv;
+    call.function = "cclSend/cclRecv";
+    call.p2p = part.p2p;
+    call.buffers = part.buffers;
+    if (!queue_device(part.stream, part.comm, call)) {
+      auto p2p =
+          std::make_shared<std::pair<std::vector<algo::PointToPoint>, std::vector<std::byte*>>>(
+              std::move(part.p2p), std::move(part.buffers));
+      host(
+          [p2p](Communicator& comm) {
+            return guarded(&comm, "cclSend/cclRecv",
+                           [&] { comm.point_to_point(p2p->first, p2p->second); });
+          },
+          "cclSend/cclRecv");
+    }
+  }
+  for (Collective& c : part.collectives) {
+    if (queue_device(part.stream, part.comm, c.device)) continue;
+    auto collective = std::make_shared<Collective>(std::move(c));
+    host(
+        [collective](Communicator& comm) {
+          return guarded(&comm, collective->function, [&] { collective->run(comm); });
+        },
+        collective->function);
+  }
+}
+
 }  // namespace
+
+bool queue_device(cclStream* stream, const std::shared_ptr<Communicator>& comm,
+                  const DeviceCall& call) {
+  using Kind = OpKind;
+  const bool fixed_count = call.kind != Kind::AllGatherV && call.kind != Kind::AlltoAllV &&
+                           call.kind != Kind::SendRecv && call.kind != Kind::Barrier;
+  if (fixed_count && call.count == 0) return false;  // nothing to do: the host path's no-op
+  return stream->queue_on_cuda(comm,
+                               [&](void* cuda) { return comm->device_collective(call, cuda); });
+}
 
 bool active() { return state.depth > 0; }
 
@@ -97,6 +144,11 @@ cclResult_t end() {
       now.push_back(&part);
       continue;
     }
+    if (part.stream->cuda_stream() != nullptr) {
+      cclResult_t r = guarded(part.comm.get(), "cclGroupEnd", [&] { queue_on_cuda(part); });
+      if (r != cclSuccess) return r;
+      continue;
+    }
     auto queued = std::make_shared<Part>(std::move(part));
     queue_on_stream(queued->stream, queued->comm,
                     [queued](Communicator&) { return run_part(*queued); });
@@ -115,8 +167,10 @@ cclResult_t end() {
 }
 
 void add_collective(const std::shared_ptr<Communicator>& comm, cclStream* stream,
-                    const char* function, std::function<void(Communicator&)> op) {
-  part_for(comm, stream, function).collectives.push_back(Collective{function, std::move(op)});
+                    const char* function, std::function<void(Communicator&)> op,
+                    const DeviceCall& device) {
+  part_for(comm, stream, function)
+      .collectives.push_back(Collective{function, std::move(op), device});
 }
 
 void add_point_to_point(const std::shared_ptr<Communicator>& comm, cclStream* stream,

@@ -14,6 +14,7 @@
 #include "algorithms/point_to_point.h"
 #include "ccl/ccl.h"
 #include "core/comm.h"
+#include "core/device/device_call.h"
 #include "core/stream.h"
 
 namespace ccl::group {
@@ -25,25 +26,40 @@ cclResult_t end();
 
 // Queue an operation whose arguments were checked. Throw InvalidUsage when the communicator
 // already has operations in this group on a different stream.
+// `device`: the call as the device path sees it (device_call.h), for a stream made from a CUDA
+// stream; its spans must live as long as `op`.
 void add_collective(const std::shared_ptr<Communicator>& comm, cclStream* stream,
-                    const char* function, std::function<void(Communicator&)> op);
+                    const char* function, std::function<void(Communicator&)> op,
+                    const DeviceCall& device);
 void add_point_to_point(const std::shared_ptr<Communicator>& comm, cclStream* stream,
                         const char* function, algo::PointToPoint op, std::byte* buffer);
+
+// On a ccl stream made from a CUDA stream: queues `call` on the CUDA stream at once if the
+// communicator runs it on the device (device buffers on a device world), in the stream's order;
+// false if it does not (the caller queues host work instead). Throws what the call throws.
+bool queue_device(cclStream* stream, const std::shared_ptr<Communicator>& comm,
+                  const DeviceCall& call);
 
 // Queues `work` (cclResult_t(Communicator&), a guarded body) on `stream`, counted as in flight on
 // `comm` until it ran (cclCommFinalize waits). Stored in place (WorkItem): queueing allocates
 // nothing.
 template <class Work>
-void queue_on_stream(cclStream* stream, std::shared_ptr<Communicator> comm, Work work) {
+void queue_on_stream(cclStream* stream, std::shared_ptr<Communicator> comm, Work work,
+                     const char* what = "this operation") {
   comm->queued_begin();
   const auto timeout = comm->options().timeout;
-  stream->enqueue(
-      [comm = std::move(comm), work = std::move(work)]() mutable {
-        const cclResult_t result = work(*comm);
-        comm->queued_end();
-        return result;
-      },
-      timeout);
+  try {
+    stream->enqueue(
+        [comm, work = std::move(work)]() mutable {
+          const cclResult_t result = work(*comm);
+          comm->queued_end();
+          return result;
+        },
+        timeout, what);
+  } catch (...) {
+    comm->queued_end();  // not queued after all
+    throw;
+  }
 }
 
 }  // namespace ccl::group

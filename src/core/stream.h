@@ -10,13 +10,28 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "ccl/ccl.h"
 #include "core/stream_core.h"
 #include "core/work_item.h"
+#include "cuda/stream_ops.h"
 #include "cuda/stream_order.h"
 
 namespace ccl {
+
+class Communicator;
+
+// The device side of a point of a stream made from a CUDA stream: an event recorded on the CUDA
+// stream after the device collectives queued straight on it (device_world.h), and the
+// communicators that queued them (whose failure is the point's).
+struct DeviceMark {
+  void* context = nullptr;
+  std::unique_ptr<cuda::Event> event;
+  std::vector<std::weak_ptr<Communicator>> comms;
+  // cclSuccess once the event is done and no communicator failed; cclInProgress before.
+  cclResult_t status() const;
+};
 
 // A point in one stream's work (an event's record). Holds the stream's core, so it can be asked
 // about after the stream is destroyed. No core: nothing to wait for (never recorded, or recorded
@@ -24,8 +39,12 @@ namespace ccl {
 struct StreamPoint {
   std::shared_ptr<StreamCore> core;
   uint64_t seq = 0;
+  std::shared_ptr<const DeviceMark> device;  // null: no device work before the point
 
-  cclResult_t status() const { return core ? core->status(seq) : cclSuccess; }
+  cclResult_t status() const {
+    const cclResult_t host = core ? core->status(seq) : cclSuccess;
+    return host == cclSuccess && device ? device->status() : host;
+  }
 };
 
 }  // namespace ccl
@@ -43,22 +62,51 @@ struct cclStream {
   // Queues `work` (a guarded API body: it returns a result and never throws); `timeout` bounds it
   // (its communicator's timeout), see StreamCore::enqueue. On a stream of cclStreamFromCuda the
   // work first waits for the CUDA work queued before, and the CUDA stream waits for its end
-  // (throws cclUnhandledCudaError if the driver refuses either).
-  void enqueue(ccl::WorkItem work, std::chrono::milliseconds timeout);
+  // (throws cclUnhandledCudaError if the driver refuses either). Host work cannot be captured
+  // into a CUDA graph: on a CUDA stream that is capturing, throws cclInvalidUsage naming `what`.
+  void enqueue(ccl::WorkItem work, std::chrono::milliseconds timeout,
+               const char* what = "this operation");
+
+  // CUDA work queued on this stream from now on waits for `event` (cuStreamWaitEvent, in the
+  // queue's order): a stream made from a CUDA stream only.
+  void wait_on_cuda(const ccl::cuda::Event& event);
+  // cclStreamFromCuda's CUDA stream; nullptr for a stream of host work (cclStreamCreate).
+  void* cuda_stream() const { return cuda_ ? cuda_->stream() : nullptr; }
+  // Runs `queue(cuda_stream())` in the order of this stream's queue (what it queues on the CUDA
+  // stream comes after the holds of the host work queued before), and remembers that `comm`
+  // queued device work straight on the CUDA stream if it returns true: synchronize() and
+  // query() then wait for the CUDA stream too and report the communicator's failure.
+  template <class Queue>
+  bool queue_on_cuda(const std::shared_ptr<ccl::Communicator>& comm, Queue&& queue) {
+    std::lock_guard lock(cuda_enqueue_);
+    if (!queue(cuda_->stream())) return false;
+    note_device_work(comm);
+    return true;
+  }
   // Runs or waits for everything queued so far; returns and clears the first error since the
   // previous synchronize (cclTimeout if the stream stalled past its bound).
   cclResult_t synchronize();
-  cclResult_t query();  // cclInProgress while work is queued or running, else the first error
+  // cclInProgress while work is queued or running (on a CUDA stream: device work too), else the
+  // first error.
+  cclResult_t query();
   // Runs or waits for everything queued so far, leaving the error for synchronize(); false if the
   // stream stalled past its bound.
   bool drain() { return core_->run_until(core_->queued()); }
-  // The point of the work queued so far (cclEventRecord).
-  ccl::StreamPoint point() const { return {core_, core_->queued()}; }
+  // The point of the work queued so far (cclEventRecord): on a CUDA stream with device work,
+  // an event recorded on it too (not while it captures a graph: then only the host work).
+  ccl::StreamPoint point();
 
  private:
   std::shared_ptr<ccl::StreamCore> core_;
+  void note_device_work(const std::shared_ptr<ccl::Communicator>& comm);  // under cuda_enqueue_
+  // The device work's end and failure, after the host work's: cclSuccess, cclInProgress (only
+  // when not `wait`), or the error.
+  cclResult_t device_status(bool wait);
+
   std::unique_ptr<ccl::cuda::StreamOrder> cuda_;  // cclStreamFromCuda's; else null
   std::mutex cuda_enqueue_;  // the order's numbers follow the queue's: one enqueue at a time
+  // Communicators that queued device work straight on the CUDA stream (under cuda_enqueue_).
+  std::vector<std::weak_ptr<ccl::Communicator>> device_comms_;
   std::thread worker_;
 };
 

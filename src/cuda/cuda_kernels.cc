@@ -89,4 +89,13 @@ void DeviceKernels::divide(void* context, void* stream, void* data, size_t count
   launch(context, stream, index, count, reduce::datatype_size(type), params);
 }
 
+void DeviceKernels::scale(void* context, void* stream, void* dst, const void* src, size_t count,
+                          cclDataType_t type, uint64_t scalar_bits) {
+  const int index = names::scale_kernel_index(type);
+  if (index < 0) throw Error(cclInvalidArgument, "no CUDA scale kernel for this type");
+  unsigned long long n = count, bits = scalar_bits;
+  void* params[] = {&dst, &src, &n, &bits};
+  launch(context, stream, index, count, reduce::datatype_size(type), params);
+}
+
 }  // namespace ccl::cuda

@@ -32,6 +32,10 @@ class DeviceKernels {
   // data[i] /= divisor (divisor > 0), as the CPU's DivideFn.
   void divide(void* context, void* stream, void* data, size_t count, cclDataType_t type,
               uint64_t divisor);
+  // dst[i] = src[i] * scalar (PreMulSum), the scalar's element bits in the low bytes of
+  // `scalar_bits`, as the CPU's ScaleFn reads them.
+  void scale(void* context, void* stream, void* dst, const void* src, size_t count,
+             cclDataType_t type, uint64_t scalar_bits);
 
  private:
   // The function at kernel_name_at(index) in `context`, loading the module there first.

@@ -174,6 +174,18 @@ void order_after_legacy_stream() {
   check(api, status, "cuEventQuery on the legacy stream");
 }
 
+void order_after_legacy_stream_on(void* stream) {
+  if (ordered_by_cuda_stream) return;
+  const DriverApi& api = require_driver("order_after_legacy_stream_on");
+  CUevent event = nullptr;
+  check(api, api.event_create(&event, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+  CUresult status = api.event_record(event, CU_STREAM_LEGACY);
+  if (status == CUDA_SUCCESS)
+    status = api.stream_wait_event(static_cast<CUstream>(stream), event, 0);
+  api.event_destroy(event);  // released once the wait is past it
+  check(api, status, "ordering after the legacy stream (cuEventRecord, cuStreamWaitEvent)");
+}
+
 #else  // no CUDA headers: no driver, every pointer is host memory
 
 MemoryKind pointer_kind(const void*) { return MemoryKind::Host; }
@@ -192,6 +204,9 @@ void OwnStream::copy_async(void*, void*, const void*, size_t) {
 void OwnStream::synchronize(void*) { throw_no_driver("OwnStream::synchronize"); }
 void order_after_legacy_stream() {
   if (!ordered_by_cuda_stream) throw_no_driver("order_after_legacy_stream");
+}
+void order_after_legacy_stream_on(void*) {
+  if (!ordered_by_cuda_stream) throw_no_driver("order_after_legacy_stream_on");
 }
 
 #endif

@@ -96,6 +96,11 @@ class OwnStream {
 // one that stream holds until the operation ends.
 void order_after_legacy_stream();
 
+// The same order without a host wait: work queued on `stream` (of the current context) from now
+// on waits for the work queued so far on the legacy stream (an event and cuStreamWaitEvent).
+// Nothing inside an OrderedByCudaStream, as above.
+void order_after_legacy_stream_on(void* stream);
+
 // Marks the calling thread as running an operation ordered by a CUDA stream, while it lives.
 class OrderedByCudaStream {
  public:

@@ -50,6 +50,7 @@ class StreamOrder {
   void end(const Ticket& ticket);
 
   void* context() const { return context_; }
+  void* stream() const { return stream_; }
 
  private:
   void* stream_ = nullptr;

@@ -432,8 +432,8 @@ TEST(DevicePrograms, BarrierAlone) {
 // overwrite a scratch half a peer still reads for the previous one, whichever collectives they
 // are (a sparse alltoallv after an allgather is the case the guard rule exists for).
 TEST(DevicePrograms, CallsInARowShareFlagsAndScratch) {
-  for (int n : {2, 3, 4, 7}) {
-    for (uint64_t half : {uint64_t(n) * 16, uint64_t{512}}) {
+  for (int n : {2, 3, 4, 7, 8}) {
+    for (uint64_t half : {uint64_t(n) * 16, uint64_t{512}, uint64_t{32768}}) {
       for (unsigned seed : {1u, 2u, 3u}) {
         std::vector<Problem> problems;
         problems.push_back(allgather_problem(n, 4, half, 61, false));
@@ -445,6 +445,9 @@ TEST(DevicePrograms, CallsInARowShareFlagsAndScratch) {
         problems.push_back(broadcast_problem(n, 1, half, 999, n - 1, false));
         problems.push_back(reducescatter_problem(n, 4, half, 50, {}, false));
         problems.push_back(reduce_problem(n, 4, half, 123, 0, {}, false));
+        problems.push_back(reduce_problem(n, 4, half, 100, n - 1, {true, false}, false));
+        problems.push_back(reducescatter_problem(n, 4, half, 100, {true, false}, false));
+        problems.push_back(reducescatter_problem(n, 4, half, 100, {true, false}, false));
         problems.push_back(alltoall_problem(n, 8, half, 40, true));
         problems.push_back(allgather_problem(n, 1, half, 201, true));
         std::vector<Call> calls;

@@ -115,110 +115,6 @@ TEST_F(FakeCudaKernels, IpcExportsAndOpensEachAllocationOnce) {
   EXPECT_EQ(ccl::cuda::export_buffer(host.data()).valid, 0);
 }
 
-// Allreduce between the ranks of one host over IPC and the kernels (core/device_ipc.h): every
-// type's exact integer values and every op, counts with a remainder and smaller than the rank
-// count, in place; the kernels really ran (launch count), and a rank with host buffers sends
-// every rank the host-staged way instead, with the same results.
-class DeviceIpcAllReduce : public FakeCudaKernels, public testing::WithParamInterface<int> {};
-
-int64_t input_of(int rank, size_t i) { return static_cast<int64_t>((rank + 2) * (i % 7 + 1)); }
-
-template <class T>
-void expect_allreduce(ccl::Communicator& comm, size_t count, cclDataType_t type, cclRedOp_t op,
-                      bool in_place, bool device) {
-  const int n = comm.size(), r = comm.rank();
-  std::vector<T> in(count), want(count);
-  for (size_t i = 0; i < count; ++i) in[i] = static_cast<T>(input_of(r, i));
-  for (size_t i = 0; i < count; ++i) {
-    want[i] = static_cast<T>(input_of(0, i));
-    for (int q = 1; q < n; ++q) {
-      const T x = static_cast<T>(input_of(q, i));
-      ccl::reduce::reduce_kernel(type, op == cclAvg ? cclSum : op)(&want[i], &want[i], &x, 1);
-    }
-    if (op == cclAvg) ccl::reduce::divide_kernel(type)(&want[i], 1, n);
-  }
-  std::vector<T> out(count, T(0));
-  T* din = device ? on_device(in) : in.data();
-  T* dout = in_place ? din : (device ? on_device(out) : out.data());
-  ASSERT_EQ(cclAllReduce(din, dout, count, type, op, comm.get(), nullptr), cclSuccess)
-      << cclGetLastError(comm.get());
-  EXPECT_EQ(device ? from_device(dout, count) : std::vector<T>(dout, dout + count), want)
-      << "count " << count << " op " << ccl::reduce::op_name(op) << " rank " << r;
-}
-
-TEST_P(DeviceIpcAllReduce, ReducesEveryPeersBuffersWhereTheyAre) {
-  if (!ccl::cuda::have_kernels()) GTEST_SKIP() << "this build has no CUDA kernels";
-  const int n = GetParam();
-  const int before = fake::kernel_launches();
-  ccl_test::run_ranks(n, [&](ccl::Communicator& comm) {
-    for (cclRedOp_t op : {cclSum, cclProd, cclMax, cclMin, cclAvg}) {
-      for (size_t count : {size_t{1001}, size_t{3}}) {
-        for (bool in_place : {false, true}) {
-          expect_allreduce<int32_t>(comm, count, cclInt32, op, in_place, true);
-        }
-      }
-    }
-    expect_allreduce<double>(comm, 4096, cclFloat64, cclSum, false, true);
-    expect_allreduce<uint8_t>(comm, 77, cclUint8, cclMax, true, true);
-  });
-  // Each rank launched n-1 reduces (and avg's divide) per allreduce with a slice of its own.
-  EXPECT_GE(fake::kernel_launches() - before, (n - 1) * 20);
-}
-
-TEST_P(DeviceIpcAllReduce, ARankWithHostBuffersTakesEveryoneTheStagedWay) {
-  const int n = GetParam();
-  const int before = fake::kernel_launches();
-  ccl_test::run_ranks(n, [&](ccl::Communicator& comm) {
-    expect_allreduce<int32_t>(comm, 1001, cclInt32, cclSum, false, comm.rank() != n - 1);
-    expect_allreduce<int32_t>(comm, 1001, cclInt32, cclMax, true, comm.rank() != 0);
-  });
-  EXPECT_EQ(fake::kernel_launches(), before);
-}
-
-TEST_P(DeviceIpcAllReduce, CclCudaIpcZeroStagesThroughTheHost) {
-  setenv("CCL_CUDA_IPC", "0", 1);
-  const int n = GetParam();
-  const int before = fake::kernel_launches();
-  ccl_test::run_ranks(n, [&](ccl::Communicator& comm) {
-    expect_allreduce<int32_t>(comm, 1001, cclInt32, cclSum, false, true);
-  });
-  unsetenv("CCL_CUDA_IPC");
-  EXPECT_EQ(fake::kernel_launches(), before);
-}
-
-// Ranks on two GPUs (rank % 2): with peer access they reduce through IPC; without it (no P2P
-// between the GPUs) every rank stages through the host, with the same results. Returns the
-// kernels launched.
-int allreduce_on_two_gpus(int nranks, bool p2p) {
-  fake::set_devices(2, p2p);
-  const int before = fake::kernel_launches();
-  ccl_test::run_ranks(nranks, [&](ccl::Communicator& comm) {
-    fake::use_device(comm.rank() % 2);
-    expect_allreduce<int32_t>(comm, 1001, cclInt32, cclSum, false, true);
-    expect_allreduce<int32_t>(comm, 1001, cclInt32, cclMax, true, true);
-  });
-  return fake::kernel_launches() - before;
-}
-
-// The ranks are threads of one process: each reads the other GPU's buffers at their own
-// addresses, so peer access is enabled between the two devices, once each way.
-TEST_P(DeviceIpcAllReduce, GpusWithPeerAccessReduceWhereTheBuffersAre) {
-  if (!ccl::cuda::have_kernels()) GTEST_SKIP() << "this build has no CUDA kernels";
-  EXPECT_GT(allreduce_on_two_gpus(GetParam(), true), 0);
-  EXPECT_EQ(fake::peer_access_enables(), 2);  // 0 -> 1 and 1 -> 0, in the first run only
-}
-
-TEST_P(DeviceIpcAllReduce, GpusWithoutPeerAccessStageThroughTheHost) {
-  EXPECT_EQ(allreduce_on_two_gpus(GetParam(), false), 0);
-}
-
-// A rank that cannot reach a peer's buffer (here: peer access refused, as a sandbox might) tells
-// the others before any reads: every rank stages, with the same results, and the path stays off.
-TEST_P(DeviceIpcAllReduce, ARankThatCannotOpenAPeersBufferStagesEveryone) {
-  fake::refuse_peer_access_enable(true);
-  EXPECT_EQ(allreduce_on_two_gpus(GetParam(), true), 0);
-}
-
 // A program that allocates for every call: past kKeepOpen handles, each call closes those it
 // did not use, never one it did.
 TEST_F(FakeCudaKernels, IpcImportsCloseWhatTheLastCallDidNotUse) {
@@ -265,8 +161,6 @@ TEST(IpcProcess, AForkedChildIsAnotherProcess) {
   EXPECT_NE(child, 0u);
   EXPECT_NE(child, parent);
 }
-
-INSTANTIATE_TEST_SUITE_P(Ranks, DeviceIpcAllReduce, testing::Values(2, 3, 4), ccl_test::ranks_name);
 
 TEST(CudaKernelsWithoutDriver, RefuseClearly) {
   ccl::cuda::set_cuda_driver_for_testing(nullptr);

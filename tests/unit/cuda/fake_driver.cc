@@ -111,11 +111,16 @@ class FakeStream {
 
 // An event: the number of records made and of records the stream has passed; a record made
 // during a capture is a node of the graph and never passes before the graph runs.
-struct FakeEvent {
+// The state lives as long as a stream's work refers to it: cuEventDestroy of an event a stream
+// still has to pass (or to wait for) is legal, and the driver frees it later.
+struct EventState {
   std::atomic<uint64_t> recorded{0};
   std::atomic<uint64_t> passed{0};
   std::atomic<bool> captured{false};  // the last record was made during a capture
   bool done() const { return passed.load(std::memory_order_acquire) >= recorded.load(); }
+};
+struct FakeEvent {
+  std::shared_ptr<EventState> state = std::make_shared<EventState>();
 };
 
 struct State {
@@ -465,7 +470,7 @@ CUresult event_destroy(CUevent event) {
   return CUDA_SUCCESS;
 }
 CUresult event_record(CUevent event, CUstream stream) {
-  auto* e = reinterpret_cast<FakeEvent*>(event);
+  std::shared_ptr<EventState> e = reinterpret_cast<FakeEvent*>(event)->state;
   bool capturing = false;
   {
     std::lock_guard lock(order_mutex);
@@ -482,15 +487,15 @@ CUresult event_record(CUevent event, CUstream stream) {
 }
 CUresult event_query(CUevent event) {
   state().host_waits.fetch_add(1);
-  auto* e = reinterpret_cast<FakeEvent*>(event);
+  const EventState& e = *reinterpret_cast<FakeEvent*>(event)->state;
   // What a record made during a capture marks runs only when the graph runs.
-  if (e->captured.load() && !e->done()) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-  return e->done() ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+  if (e.captured.load() && !e.done()) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  return e.done() ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 // The stream waits for what the event's latest record marks (at the time of this call).
 CUresult stream_wait_event(CUstream stream, CUevent event, unsigned int flags) {
   if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
-  auto* e = reinterpret_cast<FakeEvent*>(event);
+  std::shared_ptr<EventState> e = reinterpret_cast<FakeEvent*>(event)->state;
   const uint64_t n = e->recorded.load();
   queue(stream, [e, n] {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
@@ -768,9 +773,12 @@ void device_free(void* p) {
   size_t at = reinterpret_cast<std::byte*>(p) - s.device;
   size_t size = (std::max<size_t>(it->second, 1) + 255) / 256 * 256;
   s.allocations.erase(it);
-  if (size >= 65536) {
-    fallocate(s.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(at),
-              static_cast<off_t>(size));
+  // Gives back the whole pages of the block only: a page it shares with a live neighbour is
+  // written by that neighbour's users meanwhile (tmpfs unmaps the pages it punches).
+  const size_t first_page = (at + 4095) / 4096 * 4096, end_page = (at + size) / 4096 * 4096;
+  if (end_page >= first_page + 65536) {
+    fallocate(s.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(first_page),
+              static_cast<off_t>(end_page - first_page));
   }
   auto next = s.free_blocks.find(at + size);
   if (next != s.free_blocks.end()) {
@@ -797,9 +805,9 @@ void from_device(void* host_dst, const void* device_src, size_t bytes) {
   std::memcpy(host_dst, host_view(reinterpret_cast<uintptr_t>(device_src)), bytes);
 }
 
-CUstream_st* create_stream() {
+CUstream_st* create_stream(bool blocking) {
   CUstream stream = nullptr;
-  stream_create(&stream, 0);
+  stream_create(&stream, blocking ? 0 : CU_STREAM_NON_BLOCKING);
   return stream;
 }
 void destroy_stream(CUstream_st* stream) { stream_destroy(stream); }

@@ -45,7 +45,9 @@ void from_device(void* host_dst, const void* device_src, size_t bytes);  // sync
 
 // A CUDA stream of the fake driver (cuStreamCreate), and "kernels": work on a stream, run on its
 // thread in order; `fn` gets a host-accessible alias of device memory through alias().
-CUstream_st* create_stream();
+// blocking: as cuStreamCreate's flags 0 (the legacy stream's rule applies to it); false:
+// CU_STREAM_NON_BLOCKING.
+CUstream_st* create_stream(bool blocking = true);
 void destroy_stream(CUstream_st* stream);
 void launch(CUstream_st* stream, std::function<void()> fn);
 void synchronize(CUstream_st* stream);

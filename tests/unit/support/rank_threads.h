@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <exception>
+#include <functional>
 #include <future>
 #include <string>
 #include <thread>
@@ -23,8 +24,11 @@ inline ccl::Config test_config() {
 // Runs body(comm) on `nranks` threads, each one rank. Rank 0's thread makes the unique id and
 // hands it to the others, as rank 0 of a real job would. An exception in a rank is a test
 // failure that names the rank (a failed rank's peers then fail or time out, bounded).
+// `before_init(rank)` runs on the rank's thread before its communicator is made (a test that
+// puts ranks on devices of their own).
 template <class Body>
-void run_ranks(int nranks, Body body, const ccl::Config& config = test_config()) {
+void run_ranks(int nranks, Body body, const ccl::Config& config = test_config(),
+               const std::function<void(int)>& before_init = {}) {
   std::promise<ccl::UniqueId> id_promise;
   std::shared_future<ccl::UniqueId> id = id_promise.get_future().share();
   std::vector<std::string> failures(static_cast<size_t>(nranks));
@@ -40,6 +44,7 @@ void run_ranks(int nranks, Body body, const ccl::Config& config = test_config())
             throw;
           }
         }
+        if (before_init) before_init(r);
         ccl::Communicator comm = ccl::Communicator::init_rank(nranks, id.get(), r, config);
         body(comm);
       } catch (const std::exception& e) {

@@ -1,0 +1,45 @@
+// The device program of one call (device_call.h) on a device world: the builder of its
+// collective (algorithms/device/device_collectives.h), the reduction as the communicator's op
+// says (avg, PreMulSum), and for allreduce the choice between one-shot and two-shot.
+//
+// The choice is a cost model, as the host tuner's (tuning/cost_model.h), in two figures: a
+// stream operation's latency (a memory operation, a copy or a kernel launch as the GPU runs it)
+// and the bandwidth of the memory the program reads and writes. Per rank, of S bytes (a chunk):
+//   one-shot  n + 3 operations; 4 S through its own memory, (n - 1) S read from the peers
+//   two-shot  2 n + 4 operations; 3 S + 3 S / n own, 2 (n - 1) / n S from the peers
+// Ranks on one GPU share its memory (n times the traffic through one memory); ranks on GPUs
+// with P2P read the others' memory over the link (the larger of local and remote traffic
+// counts). The figures below are the H100/H200 class's, not measured by ccl yet (no GPU has
+// run it: scripts/device-check.sh prints the crossover it finds); CCL_PROTO=LL forces
+// one-shot, CCL_PROTO=Simple two-shot, as they choose the host's direct allreduce.
+#pragma once
+
+#include "algorithms/device/device_collectives.h"
+#include "core/device/device_call.h"
+#include "core/device/device_world.h"
+#include "core/reduction_ops.h"
+#include "core/tuning/algo_selection.h"
+
+namespace ccl {
+
+struct DevicePlan {
+  algo::device::Program program;
+  DeviceBindings bindings;
+  const char* algorithm = "direct";  // for the log and the flight recorder
+};
+
+struct DeviceLinks {
+  double op_latency_us = 4.0;   // one stream operation, as the GPU runs it
+  double memory_gbps = 2500.0;  // a GPU's own memory, read + write (HBM3e: 4.8 TB/s peak)
+  double peer_gbps = 350.0;     // reading another GPU's memory (NVLink 4, one direction)
+};
+
+algo::device::AllReduceAlgorithm choose_all_reduce(uint64_t bytes, int nranks, bool one_device,
+                                                   const DeviceLinks& links,
+                                                   const tune::Selection& selection);
+
+// Throws cclInvalidArgument for what no program can do (a reduction without a kernel).
+DevicePlan plan_device(const DeviceCall& call, const DeviceWorld& world, const ReductionOps& ops,
+                       const tune::Selection& selection);
+
+}  // namespace ccl

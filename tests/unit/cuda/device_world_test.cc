@@ -1,0 +1,554 @@
+// The device collectives of one host's ranks (core/device/device_world.h) over the fake driver,
+// whose streams run later on threads of their own and whose device memory the host cannot
+// touch: every collective x datatype x op on device buffers equal byte for byte to the same call
+// on host buffers (the host path) at 1 to 8 ranks, on the NULL stream and on CUDA streams;
+// calls on a CUDA stream that return before the stream runs anything and make no host thread
+// ask the driver about a stream; graph capture and replay; a peer that never calls, and an
+// abort, that release every stream within the timeout; the world's setup declining together.
+//
+// The ranks are threads of one process on one fake GPU, so they share its legacy stream: their
+// CUDA streams are non-blocking. With blocking streams, a rank's NULL-stream call (ordered after
+// the legacy stream, and with it after every blocking stream of the context) would wait for a
+// peer's blocking stream that waits for this rank: a deadlock on a real GPU too, for ranks
+// sharing a context (the fake aborts after 20 s of it).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../support/rank_threads.h"
+#include "algorithms/reduce/reduce.h"
+#include "ccl/ccl.h"
+#include "cuda/cuda_driver.h"
+#include "cuda/cuda_kernels.h"
+#include "fake_driver.h"
+
+namespace {
+
+namespace fake = ccl_test::fake_cuda;
+using namespace std::chrono_literals;
+
+class DeviceWorld : public testing::Test {
+ protected:
+  void SetUp() override {
+    if (!ccl::cuda::have_kernels()) GTEST_SKIP() << "this build has no CUDA kernels";
+    fake::install();
+    fake::set_default_context(true);  // rank threads start with a context, as after cudaSetDevice
+    setenv("CCL_CUDA_SCRATCH", "64K", 1);  // small halves: many chunks per call
+  }
+  void TearDown() override {
+    unsetenv("CCL_CUDA_SCRATCH");
+    fake::set_default_context(false);
+    fake::uninstall();
+  }
+};
+
+// Small values every datatype holds exactly, whose sums and products over 8 ranks too
+// (1 and 2: sums up to 16, products powers of two; e5m2 0 and 1), so that any order of
+// reduction gives the same bits.
+std::vector<std::byte> pattern(cclDataType_t type, size_t count, int rank, int salt) {
+  const size_t e = ccl::reduce::datatype_size(type);
+  std::vector<std::byte> bytes(count * e);
+  const float one = 1.0f, two = 2.0f;
+  for (size_t i = 0; i < count; ++i) {
+    const bool big = (rank + i + salt) % 3 == 0;
+    std::byte* out = bytes.data() + i * e;
+    switch (type) {
+      case cclFloat32:
+        std::memcpy(out, big ? &two : &one, 4);
+        break;
+      case cclFloat64: {
+        const double d = big ? 2.0 : 1.0;
+        std::memcpy(out, &d, 8);
+        break;
+      }
+      case cclFloat16: {
+        const uint16_t h = big ? 0x4000 : 0x3c00;
+        std::memcpy(out, &h, 2);
+        break;
+      }
+      case cclBfloat16: {
+        const uint16_t b = big ? 0x4000 : 0x3f80;
+        std::memcpy(out, &b, 2);
+        break;
+      }
+      case cclFloat8e4m3:
+        out[0] = std::byte(big ? 0x40 : 0x38);
+        break;
+      case cclFloat8e5m2:  // 2 mantissa bits: 9 is not exact, so 0 and 1 (sums up to 8)
+        out[0] = std::byte(big ? 0x3c : 0x00);
+        break;
+      default: {  // integers: little-endian 1 or 2
+        std::memset(out, 0, e);
+        out[0] = std::byte(big ? 2 : 1);
+        break;
+      }
+    }
+  }
+  return bytes;
+}
+
+void* to_device(const std::vector<std::byte>& host) {
+  void* d = fake::device_alloc(std::max<size_t>(host.size(), 1));
+  fake::to_device(d, host.data(), host.size());
+  return d;
+}
+
+std::vector<std::byte> from_device(const void* d, size_t bytes) {
+  std::vector<std::byte> h(bytes);
+  fake::from_device(h.data(), d, bytes);
+  return h;
+}
+
+// One collective call, on buffers the caller passes: send and receive sizes in elements.
+struct Case {
+  std::string name;
+  size_t send_elems = 0;
+  size_t recv_elems = 0;
+  bool in_place = false;  // recv = send (allreduce, broadcast, alltoall)
+  std::function<cclResult_t(const void* send, void* recv, cclComm_t, cclStream_t)> call;
+};
+
+// Runs `c` on host buffers (the host path), then on device buffers on the NULL stream and on a
+// ccl stream of a CUDA stream, and expects the same bytes.
+void expect_same_as_host(ccl::Communicator& comm, const Case& c, cclDataType_t type, int salt) {
+  const int r = comm.rank();
+  const size_t e = ccl::reduce::datatype_size(type);
+  const std::vector<std::byte> in = pattern(type, c.send_elems, r, salt);
+  const std::vector<std::byte> fill(c.recv_elems * e, std::byte{0x5a});
+
+  std::vector<std::byte> host_in = in, host_out = fill;
+  if (c.in_place) host_out = in;
+  void* host_recv = host_out.data();
+  const void* host_send = c.in_place ? host_recv : host_in.data();
+  ASSERT_EQ(c.call(host_send, host_recv, comm.get(), nullptr), cclSuccess)
+      << c.name << ": " << cclGetLastError(comm.get());
+
+  for (bool on_cuda : {false, true}) {
+    void* dsend = to_device(in);
+    void* drecv = c.in_place ? dsend : to_device(fill);
+    CUstream_st* cuda = nullptr;
+    cclStream_t stream = nullptr;
+    if (on_cuda) {
+      cuda = fake::create_stream(false);
+      ASSERT_EQ(cclStreamFromCuda(cuda, &stream), cclSuccess);
+    }
+    ASSERT_EQ(c.call(dsend, drecv, comm.get(), stream), cclSuccess)
+        << c.name << (on_cuda ? " on a CUDA stream: " : ": ") << cclGetLastError(comm.get());
+    if (on_cuda) {
+      ASSERT_EQ(cclStreamSynchronize(stream), cclSuccess) << c.name;
+      ASSERT_EQ(cclStreamDestroy(stream), cclSuccess);
+      fake::destroy_stream(cuda);
+    }
+    const std::vector<std::byte> got = from_device(drecv, c.recv_elems * e);
+    size_t first = 0;
+    while (first < got.size() && got[first] == host_out[first]) ++first;
+    size_t differing = 0;
+    for (size_t i = 0; i < got.size(); ++i) differing += got[i] != host_out[i];
+    float gf = 0, wf = 0;
+    if (type == cclFloat32 && first < got.size()) {
+      std::memcpy(&gf, got.data() + first / 4 * 4, 4);
+      std::memcpy(&wf, host_out.data() + first / 4 * 4, 4);
+    }
+    EXPECT_EQ(first, got.size()) << c.name << " type " << type << " rank " << r
+                                 << (on_cuda ? " (CUDA stream)" : "") << ": byte " << first
+                                 << " of " << got.size() << " differs (" << differing
+                                 << " bytes differ; got " << gf << " want " << wf << ")";
+    fake::device_free(dsend);
+    if (!c.in_place) fake::device_free(drecv);
+  }
+}
+
+std::vector<Case> cases(int n, size_t count, cclRedOp_t op, cclDataType_t type, int r) {
+  std::vector<Case> all;
+  const size_t e = ccl::reduce::datatype_size(type);
+  all.push_back(
+      {"allreduce", count, count, false, [=](const void* s, void* d, cclComm_t c, cclStream_t st) {
+         return cclAllReduce(s, d, count, type, op, c, st);
+       }});
+  all.push_back({"allreduce in place", count, count, true,
+                 [=](const void* s, void* d, cclComm_t c, cclStream_t st) {
+                   return cclAllReduce(s, d, count, type, op, c, st);
+                 }});
+  all.push_back(
+      {"reduce", count, count, false, [=](const void* s, void* d, cclComm_t c, cclStream_t st) {
+         return cclReduce(s, d, count, type, op, n - 1, c, st);
+       }});
+  all.push_back({"reducescatter", count * n, count, false,
+                 [=](const void* s, void* d, cclComm_t c, cclStream_t st) {
+                   return cclReduceScatter(s, d, count, type, op, c, st);
+                 }});
+  if (op != cclSum) return all;
+  all.push_back(
+      {"broadcast", count, count, false, [=](const void* s, void* d, cclComm_t c, cclStream_t st) {
+         return cclBroadcast(s, d, count, type, n / 2, c, st);
+       }});
+  all.push_back({"broadcast in place", count, count, true,
+                 [=](const void* s, void* d, cclComm_t c, cclStream_t st) {
+                   return cclBroadcast(s, d, count, type, 0, c, st);
+                 }});
+  all.push_back({"allgather", count, count * n, false,
+                 [=](const void* s, void* d, cclComm_t c, cclStream_t st) {
+                   return cclAllGather(s, d, count, type, c, st);
+                 }});
+  all.push_back({"alltoall", count * n, count * n, false,
+                 [=](const void* s, void* d, cclComm_t c, cclStream_t st) {
+                   return cclAlltoAll(s, d, count, type, c, st);
+                 }});
+  all.push_back({"alltoall in place", count * n, count * n, true,
+                 [=](const void* s, void* d, cclComm_t c, cclStream_t st) {
+                   return cclAlltoAll(s, d, count, type, c, st);
+                 }});
+  // allgatherv: rank q contributes q + count elements, blocks in reverse order.
+  std::vector<size_t> counts(n), displs(n);
+  size_t total = 0;
+  for (int q = n - 1; q >= 0; --q) {
+    counts[q] = count + q;
+    displs[q] = total;
+    total += counts[q];
+  }
+  all.push_back({"allgatherv", counts[r], total, false,
+                 [=](const void* s, void* d, cclComm_t c, cclStream_t st) {
+                   return cclAllGatherV(s, counts[r], d, counts.data(), displs.data(), type, c, st);
+                 }});
+  // alltoallv: rank s sends d (s + 2d) % 3 * count / 2 + d elements.
+  auto amount = [count](int s, int d) { return (s + 2 * d) % 3 * count / 2 + d; };
+  std::vector<size_t> sc(n), sd(n), rc(n), rd(n);
+  size_t st = 0, rt = 0;
+  for (int q = 0; q < n; ++q) {
+    sc[q] = amount(r, q);
+    sd[q] = st;
+    st += sc[q];
+    rc[q] = amount(q, r);
+    rd[q] = rt;
+    rt += rc[q];
+  }
+  all.push_back(
+      {"alltoallv", st, rt, false, [=](const void* s, void* d, cclComm_t c, cclStream_t stream) {
+         return cclAlltoAllV(s, sc.data(), sd.data(), d, rc.data(), rd.data(), type, c, stream);
+       }});
+  // A group: a ring of sends (two messages to the right, one from the left... of each), and
+  // one to itself; the receive buffer holds the three received messages back to back.
+  const int right = (r + 1) % n, left = (r + n - 1) % n;
+  all.push_back({"send/recv group", 3 * count, 3 * count, false,
+                 [=](const void* s, void* d, cclComm_t c, cclStream_t stream) {
+                   const auto* in = static_cast<const std::byte*>(s);
+                   auto* out = static_cast<std::byte*>(d);
+                   cclGroupStart();
+                   cclSend(in, count, type, right, c, stream);
+                   cclRecv(out, count, type, left, c, stream);
+                   cclSend(in + count * e, count, type, right, c, stream);
+                   cclRecv(out + count * e, count, type, left, c, stream);
+                   cclSend(in + 2 * count * e, count, type, r, c, stream);
+                   cclRecv(out + 2 * count * e, count, type, r, c, stream);
+                   return cclGroupEnd();
+                 }});
+  return all;
+}
+
+class DeviceWorldRanks : public DeviceWorld, public testing::WithParamInterface<int> {};
+
+TEST_P(DeviceWorldRanks, EveryCollectiveEqualsTheHostPath) {
+  const int n = GetParam();
+  const int before = fake::kernel_launches();
+  ccl_test::run_ranks(n, [&](ccl::Communicator& comm) {
+    // Past a scratch half (32 KiB) for the float types, within it for the byte types.
+    for (size_t count : {size_t{1}, size_t{5000}}) {
+      for (cclDataType_t type : {cclFloat32, cclInt8, cclBfloat16, cclFloat64}) {
+        for (cclRedOp_t op : {cclSum, cclMax, cclAvg}) {
+          if (op == cclAvg && type == cclInt8) continue;
+          for (const Case& c : cases(n, count, op, type, comm.rank())) {
+            expect_same_as_host(comm, c, type, static_cast<int>(count % 7));
+            if (testing::Test::HasFatalFailure()) return;
+          }
+        }
+      }
+    }
+  });
+  if (n > 1) {
+    EXPECT_GT(fake::kernel_launches(), before) << "the device path launched nothing";
+  }
+}
+
+// Every datatype and op of the reducing collectives, one size.
+TEST_P(DeviceWorldRanks, EveryDatatypeAndOp) {
+  const int n = GetParam();
+  ccl_test::run_ranks(n, [&](ccl::Communicator& comm) {
+    for (int t = 0; t < cclNumTypes; ++t) {
+      const auto type = static_cast<cclDataType_t>(t);
+      const bool integer = t <= cclUint64;
+      for (cclRedOp_t op : {cclSum, cclProd, cclMax, cclMin, cclAvg}) {
+        if (op == cclAvg && integer) continue;
+        for (Case& c : cases(n, 333, op, type, comm.rank())) {
+          if (c.name != "allreduce" && c.name != "reducescatter") continue;
+          expect_same_as_host(comm, c, type, t);
+          if (testing::Test::HasFatalFailure()) return;
+        }
+      }
+    }
+  });
+}
+
+TEST_P(DeviceWorldRanks, PreMulSumScalesEachRanksOwnInput) {
+  const int n = GetParam();
+  ccl_test::run_ranks(n, [&](ccl::Communicator& comm) {
+    const float scalar = comm.rank() % 2 == 0 ? 2.0f : 1.0f;
+    cclRedOp_t op;
+    ASSERT_EQ(cclRedOpCreatePreMulSum(&op, const_cast<float*>(&scalar), cclFloat32, 0, comm.get()),
+              cclSuccess);
+    for (const Case& c : cases(n, 1000, op, cclFloat32, comm.rank())) {
+      expect_same_as_host(comm, c, cclFloat32, 3);
+    }
+    EXPECT_EQ(cclRedOpDestroy(op, comm.get()), cclSuccess);
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, DeviceWorldRanks, testing::Values(1, 2, 3, 4, 8),
+                         ccl_test::ranks_name);
+
+// Enqueue-only: with every rank's CUDA stream held back (as by earlier work), every collective
+// on it returns at once, nothing of it has run, and no host thread asked the driver whether a
+// stream or event was done; once the streams go, the results are there.
+TEST_F(DeviceWorld, CallsOnACudaStreamReturnBeforeItRunsAndNoHostThreadWaits) {
+  constexpr int n = 3;
+  constexpr size_t kCount = 20000;
+  std::atomic<int> ready{0};
+  std::atomic<int> waits_before{-1};
+  std::atomic<int> queued{0};
+  std::atomic<int> checked{0};
+  ccl_test::run_ranks(n, [&](ccl::Communicator& comm) {
+    const int r = comm.rank();
+    CUstream_st* cuda = fake::create_stream(false);
+    cclStream_t stream = nullptr;
+    ASSERT_EQ(cclStreamFromCuda(cuda, &stream), cclSuccess);
+    auto in = pattern(cclFloat32, kCount, r, 0);
+    void* din = to_device(in);
+    void* dout = to_device(std::vector<std::byte>(kCount * 4 * n, std::byte{0}));
+    void* dred = to_device(std::vector<std::byte>(kCount * 4, std::byte{0}));
+    auto gate = std::make_unique<fake::Gate>(cuda);
+    // Every rank's stream is held before any rank queues (the counter below counts all).
+    ready.fetch_add(1);
+    while (ready.load() < n) std::this_thread::sleep_for(1ms);
+    if (r == 0) waits_before = fake::host_waits();
+    while (waits_before.load() < 0) std::this_thread::sleep_for(1ms);
+    const auto start = std::chrono::steady_clock::now();
+    ASSERT_EQ(cclAllReduce(din, dred, kCount, cclFloat32, cclSum, comm.get(), stream), cclSuccess)
+        << cclGetLastError(comm.get());
+    ASSERT_EQ(cclAllGather(din, dout, kCount, cclFloat32, comm.get(), stream), cclSuccess);
+    ASSERT_EQ(cclBroadcast(din, din, kCount, cclFloat32, 0, comm.get(), stream), cclSuccess);
+    ASSERT_EQ(cclBarrier(comm.get(), stream), cclSuccess);
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
+    queued.fetch_add(1);
+    while (queued.load() < n) std::this_thread::sleep_for(1ms);
+    std::this_thread::sleep_for(50ms);
+    EXPECT_EQ(fake::host_waits(), waits_before.load()) << "a host thread waited for a stream";
+    checked.fetch_add(1);
+    while (checked.load() < n) std::this_thread::sleep_for(1ms);
+    EXPECT_EQ(cclStreamQuery(stream), cclInProgress);
+    EXPECT_EQ(from_device(dred, kCount * 4), std::vector<std::byte>(kCount * 4, std::byte{0}))
+        << "the allreduce ran before its stream did";
+    gate->open();
+    ASSERT_EQ(cclStreamSynchronize(stream), cclSuccess) << cclGetLastError(comm.get());
+    std::vector<float> sum(kCount, 0.0f);
+    for (int q = 0; q < n; ++q) {
+      const auto theirs = pattern(cclFloat32, kCount, q, 0);
+      for (size_t i = 0; i < kCount; ++i) {
+        float v;
+        std::memcpy(&v, theirs.data() + i * 4, 4);
+        sum[i] += v;
+      }
+    }
+    std::vector<float> got(kCount);
+    fake::from_device(got.data(), dred, kCount * 4);
+    EXPECT_EQ(got, sum);
+    EXPECT_EQ(from_device(dout, kCount * 4).size(), kCount * 4);
+    EXPECT_EQ(cclStreamDestroy(stream), cclSuccess);
+    fake::destroy_stream(cuda);
+  });
+}
+
+// A graph captured once replays the collective each time it runs, with each replay's inputs.
+TEST_F(DeviceWorld, GraphCaptureReplaysTheCollective) {
+  constexpr int n = 2;
+  constexpr size_t kCount = 10000;
+  ccl_test::run_ranks(n, [&](ccl::Communicator& comm) {
+    const int r = comm.rank();
+    CUstream_st* cuda = fake::create_stream(false);
+    cclStream_t stream = nullptr;
+    ASSERT_EQ(cclStreamFromCuda(cuda, &stream), cclSuccess);
+    auto* din = static_cast<float*>(fake::device_alloc(kCount * 4));
+    auto* dout = static_cast<float*>(fake::device_alloc(kCount * 4));
+    fake::begin_capture(cuda);
+    ASSERT_EQ(cclAllReduce(din, dout, kCount, cclFloat32, cclSum, comm.get(), stream), cclSuccess)
+        << cclGetLastError(comm.get());
+    // Host work cannot be captured: refused at once, naming why.
+    std::vector<float> host(kCount, 1.0f);
+    EXPECT_EQ(
+        cclAllReduce(host.data(), host.data(), kCount, cclFloat32, cclSum, comm.get(), stream),
+        cclInvalidUsage);
+    EXPECT_NE(std::string(cclGetLastError(comm.get())).find("capturing"), std::string::npos);
+    fake::Graph* graph = fake::end_capture(cuda);
+    EXPECT_GT(fake::graph_nodes(graph), 0u);
+    for (int replay = 1; replay <= 3; ++replay) {
+      std::vector<float> in(kCount, static_cast<float>(replay * (r + 1)));
+      fake::to_device(din, in.data(), kCount * 4);
+      fake::launch_graph(graph, cuda);
+      fake::synchronize(cuda);
+      std::vector<float> out(kCount);
+      fake::from_device(out.data(), dout, kCount * 4);
+      EXPECT_EQ(out, std::vector<float>(kCount, static_cast<float>(replay * 3))) << replay;
+    }
+    fake::destroy_graph(graph);
+    EXPECT_EQ(cclStreamDestroy(stream), cclSuccess);
+    fake::destroy_stream(cuda);
+  });
+}
+
+// A rank whose peer never calls: its stream is released within the timeout (the fake would
+// abort after 60 s of a stream waiting), and it reports the failure.
+TEST_F(DeviceWorld, APeerThatNeverCallsIsATimeoutNotAHang) {
+  ccl::Config config = ccl_test::test_config();
+  config.timeout = 1s;
+  std::atomic<bool> done{false};
+  ccl_test::run_ranks(
+      2,
+      [&](ccl::Communicator& comm) {
+        if (comm.rank() == 1) {
+          while (!done.load()) std::this_thread::sleep_for(5ms);
+          return;
+        }
+        CUstream_st* cuda = fake::create_stream(false);
+        cclStream_t stream = nullptr;
+        ASSERT_EQ(cclStreamFromCuda(cuda, &stream), cclSuccess);
+        void* d = fake::device_alloc(4096);
+        const auto start = std::chrono::steady_clock::now();
+        ASSERT_EQ(cclAllReduce(d, d, 1024, cclFloat32, cclSum, comm.get(), stream), cclSuccess);
+        const cclResult_t result = cclStreamSynchronize(stream);
+        EXPECT_TRUE(result == cclTimeout || result == cclRemoteError) << result;
+        EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+        cclResult_t async = cclSuccess;
+        EXPECT_EQ(cclCommGetAsyncError(comm.get(), &async), cclSuccess);
+        EXPECT_EQ(async, cclTimeout);
+        EXPECT_NE(std::string(cclGetLastError(comm.get())).find("timeout"), std::string::npos);
+        fake::synchronize(cuda);  // released: the stream has gone on
+        EXPECT_EQ(cclStreamDestroy(stream), cclSuccess);
+        fake::destroy_stream(cuda);
+        done = true;
+      },
+      config);
+}
+
+// An abort on one rank releases the other's stream too (through the page they share).
+TEST_F(DeviceWorld, AnAbortReleasesEveryRanksStream) {
+  std::atomic<bool> queued{false};
+  ccl_test::run_ranks(2, [&](ccl::Communicator& comm) {
+    if (comm.rank() == 1) {
+      while (!queued.load()) std::this_thread::sleep_for(1ms);
+      std::this_thread::sleep_for(20ms);
+      EXPECT_EQ(cclCommAbort(comm.release()), cclSuccess);
+      return;
+    }
+    CUstream_st* cuda = fake::create_stream(false);
+    cclStream_t stream = nullptr;
+    ASSERT_EQ(cclStreamFromCuda(cuda, &stream), cclSuccess);
+    void* d = fake::device_alloc(4096);
+    ASSERT_EQ(cclAllReduce(d, d, 1024, cclFloat32, cclSum, comm.get(), stream), cclSuccess);
+    queued = true;
+    const auto start = std::chrono::steady_clock::now();
+    EXPECT_EQ(cclStreamSynchronize(stream), cclRemoteError);
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+    EXPECT_EQ(cclStreamDestroy(stream), cclSuccess);
+    fake::destroy_stream(cuda);
+  });
+}
+
+TEST_F(DeviceWorld, DeviceAndHostBuffersInOneCallAreRefused) {
+  ccl_test::run_ranks(2, [&](ccl::Communicator& comm) {
+    void* d = fake::device_alloc(4096);
+    std::vector<float> h(1024);
+    EXPECT_EQ(cclAllReduce(d, h.data(), 1024, cclFloat32, cclSum, comm.get(), nullptr),
+              cclInvalidArgument);
+    EXPECT_NE(std::string(cclGetLastError(comm.get())).find("device and host"), std::string::npos);
+  });
+}
+
+// Without P2P between the ranks' GPUs, or with one rank unable to reach a peer, no rank has a
+// device world: the collectives go through host memory, with the same results and no kernel.
+TEST_F(DeviceWorld, GpusWithoutP2PDeclineTogetherAndStage) {
+  for (bool refuse_enable : {false, true}) {
+    fake::set_devices(2, refuse_enable);  // with P2P said, but the enable refused
+    fake::refuse_peer_access_enable(refuse_enable);
+    const int before = fake::kernel_launches();
+    ccl_test::run_ranks(
+        4,
+        [&](ccl::Communicator& comm) {
+          for (const Case& c : cases(4, 300, cclSum, cclFloat32, comm.rank())) {
+            expect_same_as_host(comm, c, cclFloat32, 1);
+          }
+        },
+        ccl_test::test_config(), [](int r) { fake::use_device(r % 2); });
+    EXPECT_EQ(fake::kernel_launches(), before) << refuse_enable;
+    fake::refuse_peer_access_enable(false);
+  }
+}
+
+TEST_F(DeviceWorld, GpusWithP2PRunOnTheDevice) {
+  fake::set_devices(2, true);
+  const int before = fake::kernel_launches();
+  ccl_test::run_ranks(
+      4,
+      [&](ccl::Communicator& comm) {
+        for (const Case& c : cases(4, 300, cclSum, cclFloat32, comm.rank())) {
+          expect_same_as_host(comm, c, cclFloat32, 2);
+        }
+      },
+      ccl_test::test_config(), [](int r) { fake::use_device(r % 2); });
+  EXPECT_GT(fake::kernel_launches(), before);
+}
+
+TEST_F(DeviceWorld, CclCudaIpcZeroKeepsTheHostPath) {
+  setenv("CCL_CUDA_IPC", "0", 1);
+  const int before = fake::kernel_launches();
+  ccl_test::run_ranks(2, [&](ccl::Communicator& comm) {
+    for (const Case& c : cases(2, 300, cclSum, cclFloat32, comm.rank())) {
+      expect_same_as_host(comm, c, cclFloat32, 4);
+    }
+  });
+  unsetenv("CCL_CUDA_IPC");
+  EXPECT_EQ(fake::kernel_launches(), before);
+}
+
+// A rank whose program is done (it published its part) may destroy its communicator while its
+// peers still read its scratch: the scratch stays until they have (the fake frees device memory
+// at once, and gives its pages back zeroed).
+TEST_F(DeviceWorld, ARankDoneFirstLeavesItsScratchUntilItsPeersReadIt) {
+  constexpr int n = 4;
+  constexpr size_t kCount = 1000;
+  for (int iteration = 0; iteration < 5; ++iteration) {
+    ccl_test::run_ranks(n, [&](ccl::Communicator& comm) {
+      const int r = comm.rank();
+      std::vector<float> in(kCount * n, static_cast<float>(1 << r));
+      void* d = fake::device_alloc(in.size() * 4);
+      fake::to_device(d, in.data(), in.size() * 4);
+      void* o = fake::device_alloc(kCount * 4);
+      CUstream_st* cuda = fake::create_stream(false);
+      cclStream_t stream = nullptr;
+      ASSERT_EQ(cclStreamFromCuda(cuda, &stream), cclSuccess);
+      ASSERT_EQ(cclReduceScatter(d, o, kCount, cclFloat32, cclSum, comm.get(), stream), cclSuccess);
+      ASSERT_EQ(cclStreamSynchronize(stream), cclSuccess);
+      std::vector<float> out(kCount);
+      fake::from_device(out.data(), o, kCount * 4);
+      EXPECT_EQ(out, std::vector<float>(kCount, 15.0f)) << "rank " << r;
+      cclStreamDestroy(stream);
+      fake::destroy_stream(cuda);
+      fake::device_free(d);
+      fake::device_free(o);
+    });  // each rank destroys its communicator as soon as it is done
+  }
+}
+
+}  // namespace
