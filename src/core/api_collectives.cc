@@ -37,7 +37,7 @@ cclResult_t submit(cclComm* handle, cclStream* stream, const char* function, Val
     if (in_group) group::add_collective(handle->impl, stream, function, op, device);
   });
   if (checked != cclSuccess || in_group) return checked;
-  if (stream != nullptr && stream->cuda_stream() != nullptr) {
+  if (stream != nullptr && stream->on_cuda()) {
     bool queued = false;
     const cclResult_t result = guarded(handle->impl.get(), function, [&] {
       queued = group::queue_device(stream, handle->impl, device);

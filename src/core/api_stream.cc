@@ -126,11 +126,11 @@ cclResult_t cclStreamWaitEvent(cclStream_t stream, cclEvent_t event) {
     cclStream* waiter = checked(stream, fn);
     // The device work before the point: a stream made from a CUDA stream waits for it there (no
     // host wait); a stream of host work waits for it in the queued wait below.
-    if (point.device && waiter->cuda_stream() != nullptr) {
+    if (point.device && waiter->on_cuda()) {
       waiter->wait_on_cuda(*point.device->event);
     }
     const bool device_pending =
-        point.device && waiter->cuda_stream() == nullptr && point.device->status() == cclInProgress;
+        point.device && !waiter->on_cuda() && point.device->status() == cclInProgress;
     if (!point.core || (point.core->status(point.seq) == cclSuccess && !device_pending)) {
       return cclSuccess;
     }

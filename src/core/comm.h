@@ -14,6 +14,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -90,9 +91,10 @@ class Communicator {
   void barrier();
   // A call on device buffers as a device program (device/device_world.h), when this
   // communicator has a device world and the call's buffers are device memory: queued on
-  // `cuda_stream`, or, with nullptr, run now and waited for. False when the call is not one
-  // (host buffers, no device world): then the host path runs it.
-  bool device_collective(const DeviceCall& call, void* cuda_stream);
+  // `*cuda_stream` (which may be the legacy stream, NULL), or, without one, run now and waited
+  // for. False when the call is not one (host buffers, no device world): then the host path
+  // runs it.
+  bool device_collective(const DeviceCall& call, std::optional<void*> cuda_stream);
   bool has_device_world() const { return device_ != nullptr; }
   // The watchdog's look at this rank's device programs, now (device_world.h: check).
   void poll_device() {

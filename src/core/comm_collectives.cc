@@ -38,13 +38,13 @@ size_t extent_bytes(std::span<const size_t> counts, std::span<const size_t> disp
 // The public collectives: their buffers as the staging sees them (what each rank reads and
 // writes), then the host path. Device buffers go through pinned host memory (device_staging.h).
 
-bool Communicator::device_collective(const DeviceCall& call, void* cuda_stream) {
+bool Communicator::device_collective(const DeviceCall& call, std::optional<void*> cuda_stream) {
   // The device world is the init's (its own thread's, for a non-blocking init): wait for it.
   runner_.check_usable(call.function);
   if (!device_ || !device_->takes(call)) return false;
   DevicePlan plan = plan_device(call, *device_, reduction_ops_, planner_.tuner().selection());
-  if (cuda_stream != nullptr) {
-    device_->enqueue(plan.program, plan.bindings, cuda_stream);
+  if (cuda_stream) {
+    device_->enqueue(plan.program, plan.bindings, *cuda_stream);
   } else {
     device_->run(plan.program, plan.bindings);
   }
@@ -55,7 +55,7 @@ void Communicator::all_reduce(const void* sendbuff, void* recvbuff, size_t count
                               cclDataType_t type, cclRedOp_t op) {
   if (count > 0 && device_collective(device_call(OpKind::AllReduce, "cclAllReduce", sendbuff,
                                                  recvbuff, count, type, op),
-                                     nullptr)) {
+                                     std::nullopt)) {
     return;
   }
   std::lock_guard lock(runner_.mutex());
@@ -68,7 +68,7 @@ void Communicator::reduce(const void* sendbuff, void* recvbuff, size_t count, cc
                           cclRedOp_t op, int root) {
   if (count > 0 && device_collective(device_call(OpKind::Reduce, "cclReduce", sendbuff, recvbuff,
                                                  count, type, op, root),
-                                     nullptr)) {
+                                     std::nullopt)) {
     return;
   }
   std::lock_guard lock(runner_.mutex());
@@ -81,7 +81,7 @@ void Communicator::broadcast(const void* sendbuff, void* recvbuff, size_t count,
                              int root) {
   if (count > 0 && device_collective(device_call(OpKind::Broadcast, "cclBroadcast", sendbuff,
                                                  recvbuff, count, type, cclSum, root),
-                                     nullptr)) {
+                                     std::nullopt)) {
     return;
   }
   std::lock_guard lock(runner_.mutex());
@@ -94,7 +94,7 @@ void Communicator::all_gather(const void* sendbuff, void* recvbuff, size_t sendc
                               cclDataType_t type) {
   if (sendcount > 0 && device_collective(device_call(OpKind::AllGather, "cclAllGather", sendbuff,
                                                      recvbuff, sendcount, type),
-                                         nullptr)) {
+                                         std::nullopt)) {
     return;
   }
   std::lock_guard lock(runner_.mutex());
@@ -109,7 +109,7 @@ void Communicator::all_gather_v(const void* sendbuff, void* recvbuff,
   DeviceCall call = device_call(OpKind::AllGatherV, "cclAllGatherV", sendbuff, recvbuff, 0, type);
   call.counts = counts;
   call.displs = displs;
-  if (device_collective(call, nullptr)) return;
+  if (device_collective(call, std::nullopt)) return;
   std::lock_guard lock(runner_.mutex());
   const size_t elem = reduce::datatype_size(type);
   staging_.stage("allgatherv", {sendbuff, counts[rank()] * elem},
@@ -122,7 +122,7 @@ void Communicator::reduce_scatter(const void* sendbuff, void* recvbuff, size_t r
                                   cclDataType_t type, cclRedOp_t op) {
   if (recvcount > 0 && device_collective(device_call(OpKind::ReduceScatter, "cclReduceScatter",
                                                      sendbuff, recvbuff, recvcount, type, op),
-                                         nullptr)) {
+                                         std::nullopt)) {
     return;
   }
   std::lock_guard lock(runner_.mutex());
@@ -134,9 +134,9 @@ void Communicator::reduce_scatter(const void* sendbuff, void* recvbuff, size_t r
 
 void Communicator::all_to_all(const void* sendbuff, void* recvbuff, size_t count,
                               cclDataType_t type) {
-  if (count > 0 &&
-      device_collective(
-          device_call(OpKind::AlltoAll, "cclAlltoAll", sendbuff, recvbuff, count, type), nullptr)) {
+  if (count > 0 && device_collective(device_call(OpKind::AlltoAll, "cclAlltoAll", sendbuff,
+                                                 recvbuff, count, type),
+                                     std::nullopt)) {
     return;
   }
   std::lock_guard lock(runner_.mutex());
@@ -154,7 +154,7 @@ void Communicator::all_to_all_v(const void* sendbuff, std::span<const size_t> se
   call.displs = sdispls;
   call.recvcounts = recvcounts;
   call.rdispls = rdispls;
-  if (device_collective(call, nullptr)) return;
+  if (device_collective(call, std::nullopt)) return;
   std::lock_guard lock(runner_.mutex());
   const size_t elem = reduce::datatype_size(type);
   staging_.stage("alltoallv", {sendbuff, extent_bytes(sendcounts, sdispls, elem)},
@@ -169,7 +169,7 @@ void Communicator::point_to_point(std::span<const algo::PointToPoint> operations
   DeviceCall call = device_call(OpKind::SendRecv, "cclSend/cclRecv", nullptr, nullptr, 0, cclUint8);
   call.p2p = operations;
   call.buffers = buffers;
-  if (device_collective(call, nullptr)) return;
+  if (device_collective(call, std::nullopt)) return;
   std::lock_guard lock(runner_.mutex());
   std::vector<StagedBuffer> staged(buffers.size());
   for (size_t i = 0; i < buffers.size(); ++i) {
@@ -299,7 +299,7 @@ void Communicator::all_to_all_v_host(const void* sendbuff, std::span<const size_
 
 void Communicator::barrier() {
   if (device_collective(device_call(OpKind::Barrier, "cclBarrier", nullptr, nullptr, 0, cclUint8),
-                        nullptr)) {
+                        std::nullopt)) {
     return;
   }
   std::lock_guard lock(runner_.mutex());

@@ -144,7 +144,7 @@ cclResult_t end() {
       now.push_back(&part);
       continue;
     }
-    if (part.stream->cuda_stream() != nullptr) {
+    if (part.stream->on_cuda()) {
       cclResult_t r = guarded(part.comm.get(), "cclGroupEnd", [&] { queue_on_cuda(part); });
       if (r != cclSuccess) return r;
       continue;

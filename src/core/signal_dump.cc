@@ -16,8 +16,8 @@
 #include <thread>
 #include <vector>
 
-#include "core/flight_recorder.h"
 #include "base/log.h"
+#include "core/flight_recorder.h"
 
 namespace ccl {
 

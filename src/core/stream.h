@@ -70,7 +70,10 @@ struct cclStream {
   // CUDA work queued on this stream from now on waits for `event` (cuStreamWaitEvent, in the
   // queue's order): a stream made from a CUDA stream only.
   void wait_on_cuda(const ccl::cuda::Event& event);
-  // cclStreamFromCuda's CUDA stream; nullptr for a stream of host work (cclStreamCreate).
+  // Made by cclStreamFromCuda (its CUDA stream may be the legacy stream, NULL).
+  bool on_cuda() const { return cuda_ != nullptr; }
+  // cclStreamFromCuda's CUDA stream (NULL: the legacy stream); nullptr too for a stream of host
+  // work (cclStreamCreate): ask on_cuda().
   void* cuda_stream() const { return cuda_ ? cuda_->stream() : nullptr; }
   // Runs `queue(cuda_stream())` in the order of this stream's queue (what it queues on the CUDA
   // stream comes after the holds of the host work queued before), and remembers that `comm`

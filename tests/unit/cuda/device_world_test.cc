@@ -551,4 +551,60 @@ TEST_F(DeviceWorld, ARankDoneFirstLeavesItsScratchUntilItsPeersReadIt) {
   }
 }
 
+// An event recorded after device work on a CUDA stream is done only once the stream ran it,
+// and a stream made from another CUDA stream that waits on it waits on the device.
+TEST_F(DeviceWorld, EventsCoverTheDeviceWork) {
+  constexpr size_t kCount = 4096;
+  ccl_test::run_ranks(2, [&](ccl::Communicator& comm) {
+    CUstream_st* first = fake::create_stream(false);
+    CUstream_st* second = fake::create_stream(false);
+    cclStream_t a = nullptr, b = nullptr;
+    ASSERT_EQ(cclStreamFromCuda(first, &a), cclSuccess);
+    ASSERT_EQ(cclStreamFromCuda(second, &b), cclSuccess);
+    std::vector<float> ones(kCount, 1.0f);
+    auto* d = static_cast<float*>(fake::device_alloc(kCount * 4));
+    auto* e = static_cast<float*>(fake::device_alloc(kCount * 4));
+    fake::to_device(d, ones.data(), kCount * 4);
+    cclEvent_t event = nullptr;
+    ASSERT_EQ(cclEventCreate(&event), cclSuccess);
+    {
+      fake::Gate gate(first);
+      ASSERT_EQ(cclAllReduce(d, d, kCount, cclFloat32, cclSum, comm.get(), a), cclSuccess);
+      ASSERT_EQ(cclEventRecord(event, a), cclSuccess);
+      EXPECT_EQ(cclEventQuery(event), cclInProgress);
+      // Work on the second stream after the wait sees the allreduce's result.
+      ASSERT_EQ(cclStreamWaitEvent(b, event), cclSuccess);
+      fake::launch(second, [&] { std::memcpy(fake::alias(e), fake::alias(d), kCount * 4); });
+      std::this_thread::sleep_for(20ms);
+      EXPECT_EQ(cclEventQuery(event), cclInProgress);
+    }
+    EXPECT_EQ(cclEventSynchronize(event), cclSuccess);
+    EXPECT_EQ(cclEventQuery(event), cclSuccess);
+    fake::synchronize(second);
+    std::vector<float> seen(kCount);
+    fake::from_device(seen.data(), e, kCount * 4);
+    EXPECT_EQ(seen, std::vector<float>(kCount, 2.0f));
+    cclEventDestroy(event);
+    cclStreamDestroy(a);
+    cclStreamDestroy(b);
+    fake::destroy_stream(first);
+    fake::destroy_stream(second);
+  });
+}
+
+// Ranks of one process on one GPU share its legacy stream: queueing both ranks' programs there
+// would leave one waiting behind the other, so it is refused, naming why.
+TEST_F(DeviceWorld, RanksSharingAGpuInOneProcessCannotUseItsLegacyStream) {
+  ccl_test::run_ranks(2, [&](ccl::Communicator& comm) {
+    cclStream_t legacy = nullptr;
+    ASSERT_EQ(cclStreamFromCuda(nullptr, &legacy), cclSuccess);
+    void* d = fake::device_alloc(4096);
+    EXPECT_EQ(cclAllReduce(d, d, 1024, cclFloat32, cclSum, comm.get(), legacy), cclInvalidUsage);
+    EXPECT_NE(std::string(cclGetLastError(comm.get())).find("legacy"), std::string::npos);
+    // The NULL stream (ccl's own stream, waited for) still works.
+    EXPECT_EQ(cclAllReduce(d, d, 1024, cclFloat32, cclSum, comm.get(), nullptr), cclSuccess);
+    cclStreamDestroy(legacy);
+  });
+}
+
 }  // namespace
