@@ -8,7 +8,8 @@
 # Why: the GPU machine lent to this project is a CUDA image with nvcc, CMake and ninja but none of
 # ccl's build dependencies (libxml2, hwloc, GoogleTest, Google Benchmark) and no package registry,
 # and its time is short (minutes), so building there is a gamble. The bundle holds
-#   bin/   cuda_kernels_check, device_collectives_check, all_reduce_perf (ccl's), cclrun,
+#   bin/   cuda_kernels_check, device_collectives_check, device_world_check, ccl's *_perf (every
+#          collective), cclrun,
 #          nccl_program (tests/nccl_shim, linked against NVIDIA's libnccl.so.2) and, where
 #          NCCL_TESTS_DIR names a checkout of nccl-tests, nccl_tests_all_reduce_perf (built here
 #          against NCCL's nccl.h, the CUDA runtime static, sm_90 code);
@@ -29,7 +30,10 @@ log() { echo "device-bundle: $*" >&2; }
 mkdir -p "$build"
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCCL_ENABLE_UCX=OFF \
   -DCCL_BUILD_TORCH=OFF >"$build/bundle.cmake.log" 2>&1 || { tail -20 "$build/bundle.cmake.log"; exit 1; }
-targets=(cuda_kernels_check device_collectives_check all_reduce_perf cclrun ccl_nccl nccl_program)
+perfs=(all_reduce_perf all_gather_perf reduce_scatter_perf broadcast_perf reduce_perf alltoall_perf
+       sendrecv_perf)
+targets=(cuda_kernels_check device_collectives_check device_world_check "${perfs[@]}" cclrun ccl_nccl
+         nccl_program)
 log "building ${targets[*]} in $build/"
 cmake --build "$build" -j "$jobs" --target "${targets[@]}" >"$build/bundle.build.log" 2>&1 ||
   { tail -30 "$build/bundle.build.log"; log "the build failed (is the CUDA toolkit with nccl.h there?)"; exit 1; }
@@ -39,8 +43,9 @@ trap 'rm -rf "$stage"' EXIT
 root=$stage/ccl-device
 mkdir -p "$root/bin" "$root/lib" "$root/nccl"
 cp "$build/tests/cuda/cuda_kernels_check" "$build/tests/cuda/device_collectives_check" \
-   "$build/perf/all_reduce_perf" "$build/tools/cclrun" "$build/tests/nccl_shim/nccl_program" \
-   "$root/bin/"
+   "$build/tests/cuda/device_world_check" "$build/tools/cclrun" \
+   "$build/tests/nccl_shim/nccl_program" "$root/bin/"
+for p in "${perfs[@]}"; do cp "$build/perf/$p" "$root/bin/"; done
 cp -L "$build/src/libccl.so.0" "$root/lib/"
 # As installed: libnccl.so.2 a link to libccl_nccl.so (nccl_program checks that the library
 # serving ncclAllReduce is that file).

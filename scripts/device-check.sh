@@ -1,18 +1,23 @@
 #!/usr/bin/env bash
-# The CUDA device check (issue 18), for a machine with a GPU. Runs, on GPU 0,
+# The CUDA device check (issues 18 and 28), for a machine with a GPU. Runs, on GPU 0,
 #   1. cuda_kernels_check (tests/cuda): every kernel of the fatbin against the CPU kernels, bit
 #      for bit, and each kernel's GB/s against cudaMemcpy device to device (the copy ceiling);
-#   2. ccl's all_reduce_perf with --memory device (cudaMalloc'd buffers, a CUDA stream) at 2
-#      ranks on the GPU, its busbw next to that cudaMemcpy figure;
-#   3. device_collectives_check (tests/cuda) at 2, 3 and 4 ranks on that one GPU: every
-#      collective x datatype x op on device buffers and CUDA streams, byte for byte against the
-#      host path; and at 3 ranks with CUDA IPC off (every collective host-staged);
-#   4. the NCCL ABI shim: tests/nccl_shim's C program (linked against NVIDIA's libnccl.so.2) on
+#   2. at 2, 4 and 8 ranks (processes) on that one GPU:
+#      - device_collectives_check: every collective x datatype x op on device buffers and CUDA
+#        streams, byte for byte against the host path (the device collectives of
+#        core/device/device_world.h);
+#      - device_world_check: the host cost of one call on a CUDA stream, the 8-byte allreduce
+#        latency, graph capture and replay, calls returning before the GPU runs them;
+#      - every collective's busbw at 64 MiB (ccl's *_perf --memory device, stream mode), set
+#        against the D2D ceiling of step 1;
+#      and at 2 ranks with CCL_CUDA_IPC=0 (every collective staged through host memory);
+#   3. the NCCL ABI shim: tests/nccl_shim's C program (linked against NVIDIA's libnccl.so.2) on
 #      libnccl.so.2 = libccl_nccl.so, 3 ranks in one process and 3 processes; and, where the
-#      bundle has it, nccl-tests' all_reduce_perf (built against NCCL's nccl.h) on the shim with
-#      device buffers (1 rank: nccl-tests puts one rank on each GPU).
+#      bundle has it, nccl-tests' all_reduce_perf (built against NCCL's nccl.h) at 1 rank on the
+#      shim and on NVIDIA's libnccl (the GPU image's, from the nvidia-nccl Python package, or
+#      NCCL_LIBRARY_DIR), their best busbw side by side.
 # Prints one summary line ("device-check: PASS ..." or "device-check: FAIL ...") last. Without a
-# GPU it says so and exits 0. Bounded: each step has a timeout; the whole takes under 8 minutes.
+# GPU it says so and exits 0. Bounded: each step has a timeout; the whole takes under 10 minutes.
 #
 #   scripts/device-check.sh --bundle FILE   the binaries of scripts/device-bundle.sh, built on
 #                                           another machine (the GPU machine lent to this
@@ -99,25 +104,56 @@ else
   failed+=("cuda_kernels_check (status $status)")
 fi
 
-# ccl's all_reduce_perf on device buffers and a CUDA stream (--memory device), 2 ranks on the
-# one GPU, its busbw set against the cudaMemcpy device-to-device figure measured above.
 copy_gbs=$(echo "$kernels_out" | sed -n 's/.*cudaMemcpy D2D \([0-9.]*\) GB\/s.*/\1/p' | head -1)
-sweep "all_reduce_perf --memory device, 2 ranks" " (cudaMemcpy D2D ${copy_gbs:-?} GB/s)" \
-  "$libs" "$bin/cclrun" -np 2 "$bin/all_reduce_perf" --memory device -b 1M -e 256M -f 4 -c 1
+# The out-of-place busbw (column 8) of the 64 MiB float row of an nccl-tests table on stdin.
+busbw_64m() { awk '$1 == 67108864 && $3 == "float" {print $8; exit}'; }
+# A percentage of the copy ceiling, or "?" without one.
+of_copy() { awk -v b="$1" -v c="${copy_gbs:-0}" 'BEGIN {if (c > 0) printf "%.0f%%", 100 * b / c; else print "?"}'; }
 
-# 2, 3 and 4 ranks as ccl chooses (CUDA IPC for allreduce), then 3 with CUDA IPC off: every
-# collective host-staged, so that a runtime that refuses IPC (a sandbox) still checks that path.
-for run in "2 1" "3 1" "4 1" "3 0"; do
-  read -r n ipc <<<"$run"
-  out=$(CCL_CUDA_IPC=$ipc bounded 300 "$libs" "$bin/device_collectives_check" --ranks "$n" 2>&1)
+for n in 2 4 8; do
+  out=$(bounded 300 "$libs" "$bin/device_collectives_check" --ranks "$n" 2>&1)
   status=$?
   echo "$out" | tail -5
   if [ $status = 0 ]; then
-    summary+=("$(echo "$out" | grep -m1 '^device_collectives_check:' | sed 's/^device_collectives_check: //')$([ "$ipc" = 0 ] && echo ' (CCL_CUDA_IPC=0)')")
+    summary+=("$(echo "$out" | grep -m1 '^device_collectives_check:' | sed 's/^device_collectives_check: //')")
   else
-    failed+=("device_collectives_check --ranks $n, CCL_CUDA_IPC=$ipc (status $status)")
+    failed+=("device_collectives_check --ranks $n (status $status)")
   fi
+  out=$(bounded 300 "$libs" "$bin/device_world_check" --ranks "$n" 2>&1)
+  status=$?
+  echo "$out" | tail -5
+  if [ $status = 0 ]; then
+    summary+=("$(echo "$out" | grep -m1 '^device_world_check:' | sed 's/^device_world_check: //')")
+  else
+    failed+=("device_world_check --ranks $n (status $status)")
+  fi
+  # Each collective at 64 MiB (per rank's count argument, as nccl-tests sizes it), stream mode.
+  line="$n ranks, busbw at 64 MiB (D2D ${copy_gbs:-?} GB/s):"
+  for perf in all_reduce all_gather reduce_scatter broadcast reduce alltoall sendrecv; do
+    out=$(bounded 120 "$libs" "$bin/cclrun" -np "$n" "$bin/${perf}_perf" --memory device \
+            -b 64M -e 64M -n 10 -w 3 -c 1 2>&1)
+    status=$?
+    bw=$(busbw_64m <<<"$out")
+    if [ $status = 0 ] && [ -n "$bw" ] && ! grep -q "Out of bounds values : [1-9]" <<<"$out"; then
+      line+=" $perf $bw ($(of_copy "$bw"))"
+    else
+      echo "$out" | tail -15
+      failed+=("${perf}_perf --memory device at $n ranks (status $status)")
+    fi
+  done
+  summary+=("$line")
 done
+
+# Every collective host-staged (CCL_CUDA_IPC=0), so that a runtime that refuses IPC (a sandbox)
+# still checks that path.
+out=$(CCL_CUDA_IPC=0 bounded 300 "$libs" "$bin/device_collectives_check" --ranks 2 2>&1)
+status=$?
+echo "$out" | tail -5
+if [ $status = 0 ]; then
+  summary+=("$(echo "$out" | grep -m1 '^device_collectives_check:' | sed 's/^device_collectives_check: //') (CCL_CUDA_IPC=0)")
+else
+  failed+=("device_collectives_check --ranks 2, CCL_CUDA_IPC=0 (status $status)")
+fi
 
 # The shim as an NCCL program meets it (host buffers and the default stream, on a GPU machine
 # too), as ctest's nccl_shim.program.* run it.
@@ -138,6 +174,19 @@ echo "$out" | tail -3
 if [ -x "$bin/nccl_tests_all_reduce_perf" ]; then
   sweep "nccl-tests all_reduce_perf on the shim, 1 rank" "" \
     "$shim_libs" "$bin/nccl_tests_all_reduce_perf" -b 8 -e 256M -f 4 -g 1 -c 1
+  shim_bw=$(sed -n 's/^nccl-tests all_reduce_perf on the shim, 1 rank: best busbw \([0-9.]*\).*/\1/p' \
+              < <(printf '%s\n' "${summary[@]}") | tail -1)
+  # NVIDIA's own library, for the same binary: the GPU image carries it in a Python package.
+  nccl_dir=${NCCL_LIBRARY_DIR:-$(python3 -c 'import nvidia.nccl, os; print(os.path.join(os.path.dirname(nvidia.nccl.__file__), "lib"))' 2>/dev/null)}
+  if [ -n "$nccl_dir" ] && [ -e "$nccl_dir/libnccl.so.2" ]; then
+    sweep "nccl-tests all_reduce_perf on NVIDIA's libnccl, 1 rank" "" \
+      "$nccl_dir:$libs" "$bin/nccl_tests_all_reduce_perf" -b 8 -e 256M -f 4 -g 1 -c 1
+    nccl_bw=$(sed -n "s/^nccl-tests all_reduce_perf on NVIDIA's libnccl, 1 rank: best busbw \([0-9.]*\).*/\1/p" \
+                < <(printf '%s\n' "${summary[@]}") | tail -1)
+    [ -n "$shim_bw" ] && [ -n "$nccl_bw" ] && summary+=("shim / NCCL at 1 rank: $(awk -v a="$shim_bw" -v b="$nccl_bw" 'BEGIN {if (b > 0) printf "%.2f", a / b; else print "?"}')")
+  else
+    summary+=("NVIDIA's libnccl.so.2 not found (no nvidia-nccl package, NCCL_LIBRARY_DIR unset)")
+  fi
 else
   summary+=("nccl-tests not in the bundle (NCCL_TESTS_DIR unset when it was made)")
 fi

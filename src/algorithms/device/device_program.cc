@@ -65,4 +65,35 @@ void Program::divide(const Ref& dst, uint64_t elems) {
   ops_.push_back(op);
 }
 
+DriverCalls driver_calls(const Program& program) {
+  DriverCalls calls;
+  size_t flags = 0;  // in the batch being collected
+  auto flush = [&] {
+    calls.batches += (flags + 255) / 256;
+    flags = 0;
+  };
+  for (const Op& op : program.ops()) {
+    switch (op.kind) {
+      case OpKind::Wait:
+      case OpKind::Signal:
+        flags += op.count;
+        continue;
+      case OpKind::Copy:
+        calls.copies += op.count;
+        break;
+      case OpKind::Reduce:
+        calls.launches += op.count > 1 ? op.count - 1 : 0;
+        calls.copies += op.count == 1 ? 1 : 0;
+        break;
+      case OpKind::Scale:
+      case OpKind::Divide:
+        ++calls.launches;
+        break;
+    }
+    flush();
+  }
+  flush();
+  return calls;
+}
+
 }  // namespace ccl::algo::device

@@ -139,6 +139,18 @@ class Program {
   std::vector<Ref> sources_;
 };
 
+// What the executor (core/device/device_executor.cc) queues for a program: batches of stream
+// memory operations (a run of Wait and Signal ops, at most 256 flags a batch), copies
+// (cuMemcpyAsync, one a piece) and kernel launches (an n-way reduction is n - 1). The host cost
+// of a call is about their sum times the cost of one driver call, plus the program's building.
+struct DriverCalls {
+  size_t batches = 0;
+  size_t copies = 0;
+  size_t launches = 0;
+  size_t total() const { return batches + copies + launches; }
+};
+DriverCalls driver_calls(const Program& program);
+
 // Short helpers for builders.
 inline Ref input(uint64_t offset = 0) { return {Space::Input, 0, -1, 0, offset}; }
 inline Ref output(uint64_t offset = 0) { return {Space::Output, 0, -1, 0, offset}; }

@@ -30,7 +30,7 @@ std::byte* DeviceWorld::resolve(const algo::device::Ref& ref,
 }
 
 void DeviceWorld::queue_program(const algo::device::Program& program,
-                                const DeviceBindings& bindings, void* stream) {
+                                const DeviceBindings& bindings, void* stream, uint32_t done) {
   if (program.temp_bytes > 0) temp(program.temp_bytes);
   const size_t elem = program.elem_size;
   cuda::MemOps flags;
@@ -80,6 +80,10 @@ void DeviceWorld::queue_program(const algo::device::Program& program,
       default:
         break;
     }
+  }
+  if (done != 0) {
+    if (flags.full()) flags.flush(stream);
+    flags.write(page_->done_address(rank_), done);
   }
   flags.flush(stream);
 }

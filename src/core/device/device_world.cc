@@ -212,8 +212,8 @@ void DeviceWorld::enqueue(const algo::device::Program& program, const DeviceBind
                 stream);
   }
   const bool capturing = cuda::is_capturing(stream);
-  queue_program(program, bindings, stream);
-  if (!capturing) track(stream);
+  queue_program(program, bindings, stream, capturing ? 0 : track());
+  if (!capturing) DeviceWatchdog::wake();
 }
 
 void DeviceWorld::run(const algo::device::Program& program, const DeviceBindings& bindings) {
@@ -258,17 +258,11 @@ void DeviceWorld::run(const algo::device::Program& program, const DeviceBindings
   }
 }
 
-void DeviceWorld::track(void* stream) {
-  uint32_t number = 0;
-  {
-    std::lock_guard flight(flight_mutex_);
-    number = ++issued_;
-    flight_.push_back({number, Clock::now() + timeout_});
-  }
-  cuda::MemOps ops;
-  ops.write(page_->done_address(rank_), number);
-  ops.flush(stream);
-  DeviceWatchdog::wake();
+uint32_t DeviceWorld::track() {
+  std::lock_guard flight(flight_mutex_);
+  if (++issued_ == 0) ++issued_;  // 0 means "no number"
+  flight_.push_back({issued_, Clock::now() + timeout_});
+  return issued_;
 }
 
 void DeviceWorld::fail(cclResult_t code, const std::string& message) {

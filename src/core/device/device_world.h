@@ -125,12 +125,13 @@ class DeviceWorld {
 
  private:
   explicit DeviceWorld(const Setup& setup);
-  // The driver calls of one program on `stream` (device_executor.cc).
+  // The driver calls of one program on `stream` (device_executor.cc); `done`: the number its
+  // end writes into this rank's word (with its last flags), 0 for none (a graph capture).
   void queue_program(const algo::device::Program& program, const DeviceBindings& bindings,
-                     void* stream);
+                     void* stream, uint32_t done);
   std::byte* resolve(const algo::device::Ref& ref, const DeviceBindings& bindings) const;
-  // The end of a program outside a capture: its number into this rank's word, and a deadline.
-  void track(void* stream);
+  // A program queued outside a capture: its number (for this rank's word), and a deadline.
+  uint32_t track();
   void* temp(uint64_t bytes);
 
   const int rank_;
