@@ -96,6 +96,10 @@ const std::vector<ConfigVar>& config_vars() {
       {"CCL_CUDA_IPC", ConfigType::Bool, "1",
        "0: no device collectives among the ranks of one host (their scratch shared through "
        "CUDA IPC or peer access): device buffers go through host memory"},
+      {"CCL_CUDA_STAGING_CHUNK", ConfigType::Bytes, "4M",
+       "device buffers staged through host memory (ranks on several hosts): allreduce, reduce and "
+       "broadcast run in chunks of this size, each chunk's copies overlapping the others' "
+       "network transfers"},
       {"CCL_CUDA_SCRATCH", ConfigType::Bytes, "64M",
        "device memory each rank of a host's device collectives allocates for its peers to read "
        "(two halves; at least 64K): larger moves bigger chunks per flag round"},

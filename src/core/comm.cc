@@ -40,13 +40,26 @@ Communicator::Settings Communicator::read_settings() {
                 static_cast<long long>(scratch));
   }
   settings.cuda_scratch = static_cast<uint64_t>(scratch);
+  const int64_t staging_chunk = config_int("CCL_CUDA_STAGING_CHUNK");
+  if (staging_chunk < 4096) {
+    throw_error(cclInvalidUsage, "CCL_CUDA_STAGING_CHUNK=%lld must be at least 4K bytes",
+                static_cast<long long>(staging_chunk));
+  }
+  settings.staging_chunk = static_cast<size_t>(staging_chunk);
   return settings;
 }
+
+namespace {
+CommOptions with_cuda_context(CommOptions options) {
+  options.cuda_context = cuda::current_context() != nullptr;
+  return options;
+}
+}  // namespace
 
 Communicator::Communicator(const CommOptions& options) : Communicator(options, read_settings()) {}
 
 Communicator::Communicator(const CommOptions& options, const Settings& settings)
-    : options_(options),
+    : options_(with_cuda_context(options)),
       async_(options_, status_),
       peers_(options_, &status_.abort_flag()),
       planner_(options_, peers_.layout(), settings.chunk_bytes),
@@ -54,6 +67,7 @@ Communicator::Communicator(const CommOptions& options, const Settings& settings)
               peers_, planner_),
       cuda_ipc_(settings.cuda_ipc),
       cuda_scratch_(settings.cuda_scratch),
+      staging_chunk_(settings.staging_chunk),
       init_context_(cuda::current_context()) {}
 
 Communicator::~Communicator() {
@@ -92,9 +106,14 @@ void Communicator::init(Store& store) {
 }
 
 void Communicator::make_device_world(Store& store) {
-  // No driver here: none on this host's other ranks either (one machine, one installation),
-  // and a host-only job pays nothing.
-  if (layout().nhosts != 1 || nranks() < 2 || cuda::cuda_driver() == nullptr) return;
+  // What every rank told at the rendezvous decides, the same everywhere: a world where every
+  // rank of one host is bound to a device; else the staging pipelines chunks where any rank is
+  // (the other ranks' calls must be cut into the same chunks, whatever their buffers).
+  const std::vector<bool>& contexts = peers_.cuda_contexts();
+  const bool any = std::find(contexts.begin(), contexts.end(), true) != contexts.end();
+  const bool every = std::find(contexts.begin(), contexts.end(), false) == contexts.end();
+  staging_chunks_ = any;
+  if (layout().nhosts != 1 || nranks() < 2 || !every) return;
   DeviceWorld::Setup setup;
   setup.rank = rank();
   setup.nranks = nranks();
@@ -125,6 +144,7 @@ void Communicator::make_device_world(Store& store) {
       std::copy(theirs.begin(), theirs.end(), static_cast<uint8_t*>(all) + q * bytes);
     }
   });
+  staging_chunks_ = device_ == nullptr;
 }
 
 void Communicator::drain_background() { async_.drain(); }

@@ -160,6 +160,7 @@ class Communicator {
     trace::TraceSettings trace;  // CCL_TRACE_FILE, CCL_TRACE_MAX_EVENTS
     bool cuda_ipc;               // CCL_CUDA_IPC
     uint64_t cuda_scratch;       // CCL_CUDA_SCRATCH
+    size_t staging_chunk;        // CCL_CUDA_STAGING_CHUNK
   };
   static Settings read_settings();
   explicit Communicator(const CommOptions& options);
@@ -199,7 +200,11 @@ class Communicator {
   DeviceStaging staging_;  // CUDA device buffers through pinned host memory (device_staging.h)
   const bool cuda_ipc_;
   const uint64_t cuda_scratch_;
+  const size_t staging_chunk_;
   void* init_context_;  // the CUDA context current where the communicator was made
+  // Some rank is bound to a device and there is no device world: large elementwise collectives
+  // are cut into chunks on every rank, so that staging overlaps copies and the network.
+  bool staging_chunks_ = false;
   // The device collectives of one host's ranks (device/device_world.h), made at init where
   // every rank can; destroyed first (it waits for its programs in flight).
   std::unique_ptr<DeviceWorld> device_;

@@ -60,6 +60,13 @@ void Communicator::all_reduce(const void* sendbuff, void* recvbuff, size_t count
   }
   std::lock_guard lock(runner_.mutex());
   const size_t bytes = count * reduce::datatype_size(type);
+  if (staging_chunks_ && bytes > staging_chunk_) {
+    staging_.stage_chunks(
+        "allreduce", {sendbuff, bytes}, {recvbuff, bytes}, reduce::datatype_size(type), count,
+        staging_chunk_,
+        [&](const void* in, void* out, size_t, size_t n) { reduce_to(in, out, n, type, op, -1); });
+    return;
+  }
   staging_.stage("allreduce", {sendbuff, bytes}, {recvbuff, bytes},
                  [&](const void* in, void* out) { reduce_to(in, out, count, type, op, -1); });
 }
@@ -73,7 +80,15 @@ void Communicator::reduce(const void* sendbuff, void* recvbuff, size_t count, cc
   }
   std::lock_guard lock(runner_.mutex());
   const size_t bytes = count * reduce::datatype_size(type);
-  staging_.stage("reduce", {sendbuff, bytes}, {recvbuff, rank() == root ? bytes : 0},
+  const CallBuffer output{recvbuff, rank() == root ? bytes : 0};
+  if (staging_chunks_ && bytes > staging_chunk_) {
+    staging_.stage_chunks("reduce", {sendbuff, bytes}, output, reduce::datatype_size(type), count,
+                          staging_chunk_, [&](const void* in, void* out, size_t, size_t n) {
+                            reduce_to(in, out, n, type, op, root);
+                          });
+    return;
+  }
+  staging_.stage("reduce", {sendbuff, bytes}, output,
                  [&](const void* in, void* out) { reduce_to(in, out, count, type, op, root); });
 }
 
@@ -86,7 +101,15 @@ void Communicator::broadcast(const void* sendbuff, void* recvbuff, size_t count,
   }
   std::lock_guard lock(runner_.mutex());
   const size_t bytes = count * reduce::datatype_size(type);
-  staging_.stage("broadcast", {sendbuff, rank() == root ? bytes : 0}, {recvbuff, bytes},
+  const CallBuffer input{sendbuff, rank() == root ? bytes : 0};
+  if (staging_chunks_ && bytes > staging_chunk_) {
+    staging_.stage_chunks("broadcast", input, {recvbuff, bytes}, reduce::datatype_size(type), count,
+                          staging_chunk_, [&](const void* in, void* out, size_t, size_t n) {
+                            broadcast_host(in, out, n, type, root);
+                          });
+    return;
+  }
+  staging_.stage("broadcast", input, {recvbuff, bytes},
                  [&](const void* in, void* out) { broadcast_host(in, out, count, type, root); });
 }
 

@@ -3,8 +3,10 @@
 #include <cstdint>
 #include <vector>
 
+#include "base/config.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "cuda/stream_ops.h"
 
 namespace ccl {
 namespace {
@@ -89,6 +91,69 @@ void DeviceStaging::stage_each(const char* function, std::span<const StagedBuffe
       stream_.copy(context, buffers[i].data, host[i], buffers[i].bytes);
     }
   }
+}
+
+void DeviceStaging::stage_chunks(
+    const char* function, CallBuffer input, CallBuffer output, size_t elem_size, size_t count,
+    size_t chunk_bytes, const std::function<void(const void*, void*, size_t, size_t)>& run) {
+  const size_t chunk = std::max<size_t>(chunk_bytes / elem_size, 1);
+  const bool device_in = is_device(input);
+  const bool device_out = is_device(output);
+  const auto* in = static_cast<const std::byte*>(input.data);
+  auto* out = static_cast<std::byte*>(const_cast<void*>(output.data));
+  if (!device_in && !device_out) {
+    for (size_t lo = 0; lo < count; lo += chunk) {
+      run(input.bytes ? in + lo * elem_size : nullptr,
+          output.bytes ? out + lo * elem_size : nullptr, lo, std::min(chunk, count - lo));
+    }
+    return;
+  }
+  void* context = cuda::context_of(device_out ? output.data : input.data);
+  cuda::ContextScope scope(context);
+  cuda::order_after_legacy_stream();  // ccl's copy streams are non-blocking (cuda_memory.h)
+  void* in_stream = copy_in_.get(context);
+  void* out_stream = copy_out_.get(context);
+  const size_t chunks = (count + chunk - 1) / chunk;
+  const size_t slot_bytes = chunk * elem_size;
+  cuda::Event copied_in[kSlots], copied_out[kSlots];
+  bool out_pending[kSlots] = {};
+  auto piece = [&](size_t k) { return std::min(chunk, count - k * chunk); };
+  // Chunk k's input on the host: in place for host memory, else copied into slot k % 3.
+  auto fetch = [&](size_t k) {
+    if (!device_in) return;
+    const int s = static_cast<int>(k % kSlots);
+    cuda::copy_on(in_stream, chunk_in_[s].reserve(slot_bytes), in + k * slot_bytes,
+                  piece(k) * elem_size);
+    copied_in[s].record(in_stream);
+  };
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(config_int("CCL_TIMEOUT"));
+  for (size_t k = 0; k < std::min<size_t>(chunks, 2); ++k) fetch(k);
+  for (size_t k = 0; k < chunks; ++k) {
+    const int s = static_cast<int>(k % kSlots);
+    const std::byte* host_in = input.bytes ? in + k * slot_bytes : nullptr;
+    if (device_in) {
+      copied_in[s].wait(deadline);
+      host_in = chunk_in_[s].data();
+    }
+    if (k + 2 < chunks) fetch(k + 2);  // its slot's last reader (chunk k - 1) is done
+    std::byte* host_out = output.bytes ? out + k * slot_bytes : nullptr;
+    if (device_out) {
+      if (out_pending[s]) copied_out[s].wait(deadline);  // chunk k - 3's copy back
+      host_out = chunk_out_[s].reserve(slot_bytes);
+    }
+    run(host_in, host_out, k * chunk, piece(k));
+    if (device_out) {
+      cuda::copy_on(out_stream, out + k * slot_bytes, host_out, piece(k) * elem_size);
+      copied_out[s].record(out_stream);
+      out_pending[s] = true;
+    }
+  }
+  for (int s = 0; s < kSlots; ++s) {
+    if (out_pending[s]) copied_out[s].wait(deadline);
+  }
+  CCL_TRACE(kColl, "%s: %zu chunks of %zu B staged through pinned host memory", function, chunks,
+            slot_bytes);
 }
 
 }  // namespace ccl

@@ -52,6 +52,18 @@ class DeviceStaging {
     }
     stage_device(function, input, output, device_in, device_out, std::forward<Run>(run));
   }
+  // An elementwise collective (allreduce, reduce, broadcast: element i of the output depends on
+  // element i of the inputs only) cut into chunks of `chunk_bytes`: `run(in, out, offset,
+  // count)` runs the collective on one chunk (elements [offset, offset + count) of the call),
+  // and while it does, the next chunk's input is copied to the host and the last chunk's output
+  // back to the device (pinned slots, two CUDA streams of ccl's own), so that the copies hide
+  // behind the network. Every rank of the call must cut it the same way, whatever its buffers
+  // (the communicator decides for all: staging_chunks_); a rank whose buffers are host memory
+  // runs the chunks on them directly. `input` or `output` of 0 bytes: the rank has none.
+  void stage_chunks(
+      const char* function, CallBuffer input, CallBuffer output, size_t elem_size, size_t count,
+      size_t chunk_bytes,
+      const std::function<void(const void* in, void* out, size_t offset, size_t count)>& run);
   // The same for a group's sends and receives: `run` gets one host pointer per buffer (the
   // buffer itself where it is host memory). Buffers may not overlap (a group's may not either).
   void stage_each(const char* function, std::span<const StagedBuffer> buffers,
@@ -68,6 +80,12 @@ class DeviceStaging {
   cuda::PinnedBuffer host_out_;
   cuda::PinnedBuffer host_group_;
   cuda::OwnStream stream_;
+  // stage_chunks: three slots each way, the copies in and out on streams of their own.
+  static constexpr int kSlots = 3;
+  cuda::PinnedBuffer chunk_in_[kSlots];
+  cuda::PinnedBuffer chunk_out_[kSlots];
+  cuda::OwnStream copy_in_;
+  cuda::OwnStream copy_out_;
 };
 
 }  // namespace ccl

@@ -114,6 +114,15 @@ bool Event::done() const {
   return true;
 }
 
+void Event::wait(std::chrono::steady_clock::time_point deadline) const {
+  const DriverApi& api = require_driver("cuEventQuery");
+  const CUresult status = wait_for_event(api, static_cast<CUevent>(event_), deadline);
+  if (status == CUDA_ERROR_NOT_READY) {
+    throw_error(cclTimeout, "a copy between host and device memory did not finish in time");
+  }
+  check(api, status, "cuEventQuery");
+}
+
 void stream_wait_event(void* waiter, const Event& event) {
   const DriverApi& api = require_driver("cuStreamWaitEvent");
   check(api, api.stream_wait_event(as_stream(waiter), static_cast<CUevent>(event.handle()), 0),
@@ -200,6 +209,7 @@ Event::Event() { throw_no_driver("cuEventCreate"); }
 Event::~Event() = default;
 void Event::record(void*) {}
 bool Event::done() const { return true; }
+void Event::wait(std::chrono::steady_clock::time_point) const {}
 void stream_wait_event(void*, const Event&) { throw_no_driver("cuStreamWaitEvent"); }
 DeviceAllocation::DeviceAllocation(size_t) { throw_no_driver("cuMemAlloc"); }
 DeviceAllocation::~DeviceAllocation() = default;

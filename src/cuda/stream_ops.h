@@ -7,6 +7,7 @@
 // cclInvalidUsage where there is no driver.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -59,6 +60,9 @@ class Event {
   void record(void* stream);
   // cuEventQuery: true once what the last record marks is done; throws if it failed.
   bool done() const;
+  // Polls until done (yielding, then 20 us sleeps); cclTimeout at `deadline`. For the host
+  // path's own copies, which the host waits for anyway.
+  void wait(std::chrono::steady_clock::time_point deadline) const;
 
  private:
   void* event_ = nullptr;

@@ -21,6 +21,9 @@ struct CommOptions {
   // cclConfig_t.blocking = 0: init and NULL-stream operations return cclInProgress and run in
   // the background; cclCommGetAsyncError says when they are done.
   bool blocking = true;
+  // Set by the communicator: a CUDA context was current on the thread that made it (the device
+  // it is bound to). The ranks tell each other at the rendezvous (Peers::cuda_contexts).
+  bool cuda_context = false;
   // Loopback (ranks as threads of one process, for tests): when set, every peer uses it.
   std::shared_ptr<transport::LoopbackFabric> loopback;
 };

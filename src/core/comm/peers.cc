@@ -31,12 +31,16 @@ std::string random_tag() {
   return hex;
 }
 
-// A rank's record at the rendezvous: host id, pid and locality key, a line each.
-std::string encode_peer(const transport::PeerInfo& p, const topo::RankPlace& place) {
-  return p.host_id + "\n" + std::to_string(p.pid) + "\n" + encode_locality(place.locality);
+// A rank's record at the rendezvous: host id, "pid cuda=0|1" (whether a CUDA context was current
+// where it made the communicator) and locality key, a line each.
+std::string encode_peer(const transport::PeerInfo& p, const topo::RankPlace& place,
+                        bool cuda_context) {
+  return p.host_id + "\n" + std::to_string(p.pid) + (cuda_context ? " cuda=1" : " cuda=0") + "\n" +
+         encode_locality(place.locality);
 }
 
-transport::PeerInfo decode_peer(int rank, const std::string& text, topo::RankPlace* place) {
+transport::PeerInfo decode_peer(int rank, const std::string& text, topo::RankPlace* place,
+                                bool* cuda_context) {
   transport::PeerInfo p;
   p.rank = rank;
   const size_t nl = text.find('\n');
@@ -44,6 +48,7 @@ transport::PeerInfo decode_peer(int rank, const std::string& text, topo::RankPla
   if (nl2 == std::string::npos) throw_error(cclInternalError, "bad peer record of rank %d", rank);
   p.host_id = text.substr(0, nl);
   p.pid = atoi(text.c_str() + nl + 1);
+  *cuda_context = text.substr(nl + 1, nl2 - nl - 1).find("cuda=1") != std::string::npos;
   place->host = p.host_id;
   place->locality = decode_locality(text.substr(nl2 + 1));
   return p;
@@ -115,12 +120,16 @@ void Peers::connect_peers(Store& store) {
   comm_tag_ = ctx.comm_tag;
 
   transport::PeerInfo self{rank, host_id(), static_cast<int>(getpid())};
-  store.set("peer/" + std::to_string(rank), to_bytes(encode_peer(self, local_place(self.host_id))));
+  store.set("peer/" + std::to_string(rank),
+            to_bytes(encode_peer(self, local_place(self.host_id), options_.cuda_context)));
   ctx.peers.resize(nranks);
   std::vector<topo::RankPlace> places(nranks);
+  cuda_contexts_.assign(nranks, false);
   for (int r = 0; r < nranks; ++r) {
-    ctx.peers[r] =
-        decode_peer(r, to_string(store.get("peer/" + std::to_string(r), deadline)), &places[r]);
+    bool cuda = false;
+    ctx.peers[r] = decode_peer(r, to_string(store.get("peer/" + std::to_string(r), deadline)),
+                               &places[r], &cuda);
+    cuda_contexts_[r] = cuda;
   }
   layout_ = CommLayout::build(places);
   if (!layout_.ring_order.empty()) {

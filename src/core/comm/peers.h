@@ -38,6 +38,8 @@ class Peers {
   // shared-memory segments and the trace files of later communicators (trace/trace_path.h).
   const std::string& comm_tag() const { return comm_tag_; }
   bool local_shm() const { return local_shm_; }
+  // Which ranks had a CUDA context current where they made the communicator (CommOptions).
+  const std::vector<bool>& cuda_contexts() const { return cuda_contexts_; }
   algo::Executor& executor() { return *executor_; }
   algo::DirectCollectives* direct() const {
     return direct_.get();
@@ -76,6 +78,7 @@ class Peers {
   bool local_shm_ = false;  // the ranks of a host talk over shared memory (or loopback)
   CommLayout layout_;
   std::string comm_tag_;
+  std::vector<bool> cuda_contexts_;
   algo::WaitPolicy wait_policy_;
   std::vector<std::unique_ptr<transport::Transport>> transports_;
   algo::PeerLinks links_;

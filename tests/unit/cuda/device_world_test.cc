@@ -607,4 +607,53 @@ TEST_F(DeviceWorld, RanksSharingAGpuInOneProcessCannotUseItsLegacyStream) {
   });
 }
 
+// Without a device world (here: CCL_CUDA_IPC=0; across hosts the same), allreduce, reduce and
+// broadcast of device buffers are staged chunk by chunk, the copies of one chunk overlapping the
+// transfer of another; a rank with host buffers cuts its call into the same chunks.
+TEST_F(DeviceWorld, StagedChunksOverlapCopiesAndMatchTheHostPath) {
+  setenv("CCL_CUDA_IPC", "0", 1);
+  setenv("CCL_CUDA_STAGING_CHUNK", "4K", 1);
+  const int before = fake::kernel_launches();
+  ccl_test::run_ranks(3, [&](ccl::Communicator& comm) {
+    for (size_t count : {size_t{5000}, size_t{1024}, size_t{1025}}) {
+      for (cclRedOp_t op : {cclSum, cclAvg}) {
+        for (const Case& c : cases(3, count, op, cclFloat32, comm.rank())) {
+          if (c.name.rfind("allreduce", 0) != 0 && c.name.rfind("reduce", 0) != 0 &&
+              c.name.rfind("broadcast", 0) != 0) {
+            continue;
+          }
+          if (c.name == "reducescatter") continue;
+          expect_same_as_host(comm, c, cclFloat32, static_cast<int>(count % 5));
+        }
+      }
+    }
+    // One rank with host buffers, the others with device buffers: the same chunks everywhere.
+    constexpr size_t kCount = 3000;
+    const auto in = pattern(cclFloat32, kCount, comm.rank(), 0);
+    std::vector<std::byte> want(kCount * 4);
+    {
+      std::vector<std::byte> host = in;
+      ASSERT_EQ(
+          cclAllReduce(host.data(), want.data(), kCount, cclFloat32, cclSum, comm.get(), nullptr),
+          cclSuccess);
+    }
+    if (comm.rank() == 1) {
+      std::vector<std::byte> host = in, out(kCount * 4);
+      ASSERT_EQ(
+          cclAllReduce(host.data(), out.data(), kCount, cclFloat32, cclSum, comm.get(), nullptr),
+          cclSuccess);
+      EXPECT_EQ(out, want);
+    } else {
+      void* d = to_device(in);
+      ASSERT_EQ(cclAllReduce(d, d, kCount, cclFloat32, cclSum, comm.get(), nullptr), cclSuccess)
+          << cclGetLastError(comm.get());
+      EXPECT_EQ(from_device(d, kCount * 4), want);
+      fake::device_free(d);
+    }
+  });
+  unsetenv("CCL_CUDA_STAGING_CHUNK");
+  unsetenv("CCL_CUDA_IPC");
+  EXPECT_EQ(fake::kernel_launches(), before) << "staged: the host reduces";
+}
+
 }  // namespace
