@@ -4,6 +4,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "cuda/cuda_memory.h"
 #include "transport/shm/registered_memory.h"
 
 namespace ccl {
@@ -24,8 +25,9 @@ RegistrationCache::~RegistrationCache() {
 }
 
 std::unique_ptr<RegisteredRegion> RegistrationCache::make(uint64_t base, uint64_t bytes,
-                                                          MemoryKind kind) {
+                                                          MemoryKind kind, int dmabuf_fd) {
   auto region = std::make_unique<RegisteredRegion>();
+  region->dmabuf_fd = dmabuf_fd;
   region->id = next_id_++;
   region->owner_pid = static_cast<int32_t>(getpid());
   region->owner_rank = rank_;
@@ -43,6 +45,31 @@ std::unique_ptr<RegisteredRegion> RegistrationCache::make(uint64_t base, uint64_
   CCL_TRACE(kAll, "rank %d: registered [%#llx, +%llu) (%s, %zu transport keys)", rank_,
             static_cast<unsigned long long>(base), static_cast<unsigned long long>(bytes),
             memory_kind_name(kind), region->keys.size());
+  return region;
+}
+
+std::unique_ptr<RegisteredRegion> RegistrationCache::make_device(const void* ptr, size_t bytes,
+                                                                 uint64_t base, uint64_t span) {
+  // The pages around the buffer, if they lie inside its allocation: what a NIC can register
+  // through a dmabuf (host-page granular). Else no dmabuf, and the transports that need one give
+  // the region no key (it is staged through host memory).
+  uint64_t alloc_base = 0, alloc_bytes = 0;
+  int fd = -1;
+  if (cuda::device_allocation(ptr, &alloc_base, &alloc_bytes) && base >= alloc_base &&
+      base + span <= alloc_base + alloc_bytes) {
+    fd = cuda::export_dmabuf(base, span);
+  }
+  (void)bytes;
+  std::unique_ptr<RegisteredRegion> region;
+  try {
+    region = make(base, span, MemoryKind::CudaDevice, fd);
+  } catch (...) {
+    if (fd >= 0) ::close(fd);
+    throw;
+  }
+  // Every transport has registered it (an MR holds the dmabuf itself): the descriptor goes.
+  if (fd >= 0) ::close(fd);
+  region->dmabuf_fd = -1;
   return region;
 }
 
@@ -72,6 +99,11 @@ const RegisteredRegion* RegistrationCache::acquire(const void* ptr, size_t bytes
   }
   uint64_t base = 0, span = 0;
   transport::page_span(ptr, bytes, &base, &span);
+  if (cuda::pointer_kind(ptr) == MemoryKind::CudaDevice) {
+    Entry& e = entries_.emplace_back(Entry{make_device(ptr, bytes, base, span), 1, 0});
+    user_count_.fetch_add(1);
+    return e.region.get();
+  }
   transport::shm::RegisteredExtent extent;
   const MemoryKind kind = transport::shm::registered_extent(ptr, bytes, &extent)
                               ? MemoryKind::RegisteredHost

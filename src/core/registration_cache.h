@@ -5,6 +5,9 @@
 // InfiniBand registration cache needs (an MR pins whole pages, and registering costs tens of
 // microseconds: once per buffer, not per call).
 //
+// CUDA device buffers given to cclCommRegister become regions of kind CudaDevice, with a dmabuf
+// of their pages for the transports to register (ib: ibv_reg_dmabuf_mr, GPUDirect RDMA).
+//
 // Two sources: cclCommRegister (the user's handle holds a reference until cclCommDeregister),
 // and cclMemAlloc memory, registered the first time a call uses it and kept while the allocation
 // lives (a later call finds it; a freed allocation's entry is dropped when next looked up or
@@ -56,7 +59,12 @@ class RegistrationCache {
     uint64_t allocation_id = 0;  // cclMemAlloc allocation it covers (0: a user registration)
   };
 
-  std::unique_ptr<transport::RegisteredRegion> make(uint64_t base, uint64_t bytes, MemoryKind kind);
+  std::unique_ptr<transport::RegisteredRegion> make(uint64_t base, uint64_t bytes, MemoryKind kind,
+                                                    int dmabuf_fd = -1);
+  // CUDA device memory (cclCommRegister of a device buffer): its pages, with a dmabuf for the
+  // transports that register device memory (ib: GPUDirect RDMA) where the driver gives one.
+  std::unique_ptr<transport::RegisteredRegion> make_device(const void* ptr, size_t bytes,
+                                                           uint64_t base, uint64_t span);
   void drop(size_t index);
   const Entry* covering(const void* ptr, size_t bytes) const;
   const transport::RegisteredRegion* find_allocation(const void* ptr, size_t bytes);

@@ -110,6 +110,7 @@ Loaded load_driver() {
   resolve(get, "cuModuleGetFunction", &api->module_get_function, &missing);
   resolve(get, "cuLaunchKernel", &api->launch_kernel, &missing);
   resolve(get, "cuMemGetAddressRange", &api->mem_get_address_range, &missing);
+  resolve(get, "cuMemGetHandleForAddressRange", &api->mem_get_handle_for_address_range, &missing);
   resolve(get, "cuIpcGetMemHandle", &api->ipc_get_mem_handle, &missing);
   resolve(get, "cuIpcOpenMemHandle", &api->ipc_open_mem_handle, &missing);
   resolve(get, "cuIpcCloseMemHandle", &api->ipc_close_mem_handle, &missing);

@@ -69,6 +69,8 @@ struct DriverApi {
   PFN_cuModuleGetFunction_v2000 module_get_function = nullptr;
   PFN_cuLaunchKernel_v4000 launch_kernel = nullptr;
   PFN_cuMemGetAddressRange_v3020 mem_get_address_range = nullptr;
+  // GPUDirect RDMA: device memory as a dmabuf for the NIC (ibv_reg_dmabuf_mr).
+  PFN_cuMemGetHandleForAddressRange_v11070 mem_get_handle_for_address_range = nullptr;
   PFN_cuIpcGetMemHandle_v4010 ipc_get_mem_handle = nullptr;
   PFN_cuIpcOpenMemHandle_v11000 ipc_open_mem_handle = nullptr;
   PFN_cuIpcCloseMemHandle_v4010 ipc_close_mem_handle = nullptr;

@@ -40,6 +40,29 @@ MemoryKind pointer_kind(const void* p) {
   return type == CU_MEMORYTYPE_HOST ? MemoryKind::Host : MemoryKind::CudaDevice;
 }
 
+bool device_allocation(const void* p, uint64_t* base, uint64_t* bytes) {
+  const DriverApi* api = cuda_driver();
+  CUdeviceptr b = 0;
+  size_t size = 0;
+  if (api == nullptr || api->mem_get_address_range(&b, &size, address(p)) != CUDA_SUCCESS) {
+    return false;
+  }
+  *base = b;
+  *bytes = size;
+  return true;
+}
+
+int export_dmabuf(uint64_t base, uint64_t bytes) {
+  const DriverApi* api = cuda_driver();
+  int fd = -1;
+  if (api == nullptr || api->mem_get_handle_for_address_range(
+                            &fd, static_cast<CUdeviceptr>(base), bytes,
+                            CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0) != CUDA_SUCCESS) {
+    return -1;
+  }
+  return fd;
+}
+
 void* context_of(const void* device_ptr) {
   const DriverApi& api = require_driver("context_of");
   CUcontext context = nullptr;
@@ -189,6 +212,8 @@ void order_after_legacy_stream_on(void* stream) {
 #else  // no CUDA headers: no driver, every pointer is host memory
 
 MemoryKind pointer_kind(const void*) { return MemoryKind::Host; }
+bool device_allocation(const void*, uint64_t*, uint64_t*) { return false; }
+int export_dmabuf(uint64_t, uint64_t) { return -1; }
 void* context_of(const void*) { throw_no_driver("context_of"); }
 ContextScope::ContextScope(void*) { throw_no_driver("ContextScope"); }
 ContextScope::~ContextScope() = default;

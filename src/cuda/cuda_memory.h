@@ -16,6 +16,15 @@ namespace ccl::cuda {
 // Costs one cuPointerGetAttribute where a driver is loaded.
 MemoryKind pointer_kind(const void* p);
 
+// The allocation (cuMemAlloc, cudaMalloc) device pointer `p` lies in; false where CUDA knows
+// none (or without a driver).
+bool device_allocation(const void* p, uint64_t* base, uint64_t* bytes);
+
+// A dmabuf file descriptor of device memory [base, base + bytes) (host-page aligned, inside one
+// allocation), for a NIC to register (GPUDirect RDMA); -1 where the driver or the GPU gives none
+// (CUDA_ERROR_NOT_SUPPORTED: no dmabuf support in the kernel or driver). The caller closes it.
+int export_dmabuf(uint64_t base, uint64_t bytes);
+
 // The context a device pointer belongs to (its own, else its device's primary context).
 // Throws cclInvalidArgument for a pointer CUDA does not know.
 void* context_of(const void* device_ptr);

@@ -47,6 +47,10 @@ struct RegisteredRegion {
   uint64_t base = 0;   // page aligned, in the owner's address space
   uint64_t bytes = 0;  // a whole number of pages
   std::vector<TransportKey> keys;
+  // CUDA device memory: a dmabuf file descriptor of [base, base + bytes), open while the
+  // transports register the region (GPUDirect RDMA: ibv_reg_dmabuf_mr), -1 where the driver gave
+  // none. Local to the owner: not serialized.
+  int dmabuf_fd = -1;
 
   bool covers(const void* ptr, size_t len) const;
   size_t offset_of(const void* ptr) const { return reinterpret_cast<uintptr_t>(ptr) - base; }

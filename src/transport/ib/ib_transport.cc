@@ -180,9 +180,26 @@ class IbTransport final : public Transport {
   }
 
   void register_memory(RegisteredRegion& region) override {
-    if (!is_host_memory(region.kind)) return;
-    ibv_mr* mr = device_.api().reg_mr(device_.pd(), reinterpret_cast<void*>(region.base),
-                                      region.bytes, ib::IbRegCache::kRemoteWrite);
+    ibv_mr* mr = nullptr;
+    if (region.kind == MemoryKind::CudaDevice) {
+      // GPUDirect RDMA: the NIC reads and writes the GPU's memory through its dmabuf. Without
+      // one (an old driver or library, no peer-memory support) no key: the region is staged.
+      const auto& api = device_.api();
+      if (region.dmabuf_fd < 0 || api.reg_dmabuf_mr == nullptr) {
+        CCL_INFO(kNet, "ib: device memory at %#llx not registered (%s): staged through the host",
+                 static_cast<unsigned long long>(region.base),
+                 region.dmabuf_fd < 0 ? "the CUDA driver gave no dmabuf"
+                                      : "the verbs library has no ibv_reg_dmabuf_mr");
+        return;
+      }
+      mr = api.reg_dmabuf_mr(device_.pd(), 0, region.bytes, region.base, region.dmabuf_fd,
+                             ib::IbRegCache::kRemoteWrite);
+    } else if (is_host_memory(region.kind)) {
+      mr = device_.api().reg_mr(device_.pd(), reinterpret_cast<void*>(region.base), region.bytes,
+                                ib::IbRegCache::kRemoteWrite);
+    } else {
+      return;
+    }
     if (mr == nullptr) {
       throw_system_error(errno, "ib: registering %llu bytes at %#llx",
                          static_cast<unsigned long long>(region.bytes),

@@ -97,6 +97,9 @@ Loaded load(const std::string& library) {
     dlclose(handle);
     return result;
   }
+  // Optional: a library without it registers no device memory.
+  api->reg_dmabuf_mr =
+      reinterpret_cast<decltype(api->reg_dmabuf_mr)>(dlsym(handle, "ibv_reg_dmabuf_mr"));
   CompatQueryPort none = nullptr;
   g_compat_query_port.compare_exchange_strong(none, compat);
   api->query_port = real_query_port;

@@ -26,6 +26,11 @@ struct VerbsApi {
   ibv_pd* (*alloc_pd)(ibv_context* context);
   int (*dealloc_pd)(ibv_pd* pd);
   ibv_mr* (*reg_mr)(ibv_pd* pd, void* addr, size_t length, int access);
+  // GPUDirect RDMA: device memory exported as a dmabuf (rdma-core 34 and later). nullptr where
+  // the library lacks it: then device memory is not registered (it is staged through host
+  // memory).
+  ibv_mr* (*reg_dmabuf_mr)(ibv_pd* pd, uint64_t offset, size_t length, uint64_t iova, int fd,
+                           int access);
   int (*dereg_mr)(ibv_mr* mr);
   ibv_comp_channel* (*create_comp_channel)(ibv_context* context);
   int (*destroy_comp_channel)(ibv_comp_channel* channel);

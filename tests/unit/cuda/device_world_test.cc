@@ -656,4 +656,19 @@ TEST_F(DeviceWorld, StagedChunksOverlapCopiesAndMatchTheHostPath) {
   EXPECT_EQ(fake::kernel_launches(), before) << "staged: the host reduces";
 }
 
+// cclCommRegister of device memory: a region of its pages, with a dmabuf from the driver for
+// the transports that register device memory (ib: GPUDirect RDMA, tests/unit/transport_ib).
+TEST_F(DeviceWorld, RegisteringDeviceMemoryExportsADmabufOfItsPages) {
+  ccl_test::run_ranks(2, [&](ccl::Communicator& comm) {
+    auto* d = static_cast<std::byte*>(fake::device_alloc(3 * 4096));
+    const int before = fake::dmabuf_export_count();
+    void* handle = nullptr;
+    ASSERT_EQ(cclCommRegister(comm.get(), d + 100, 5000, &handle), cclSuccess)
+        << cclGetLastError(comm.get());
+    EXPECT_GE(fake::dmabuf_export_count(), before + 1);
+    EXPECT_EQ(cclCommDeregister(comm.get(), handle), cclSuccess);
+    fake::device_free(d);
+  });
+}
+
 }  // namespace

@@ -648,6 +648,24 @@ CUresult mem_get_address_range(CUdeviceptr* base, size_t* size, CUdeviceptr ptr)
   *size = it->second;
   return CUDA_SUCCESS;
 }
+// A dmabuf of a page-aligned range inside one allocation: a descriptor of the arena's memfd (a
+// NIC mock only checks that it is live).
+std::atomic<int> dmabuf_exports{0};
+CUresult mem_get_handle_for_address_range(void* handle, CUdeviceptr ptr, size_t size,
+                                          CUmemRangeHandleType type, unsigned long long flags) {
+  if (type != CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD || flags != 0 || ptr % 4096 != 0 ||
+      size % 4096 != 0 || size == 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  CUdeviceptr base = 0;
+  size_t bytes = 0;
+  if (mem_get_address_range(&base, &bytes, ptr) != CUDA_SUCCESS || ptr + size > base + bytes) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  *static_cast<int*>(handle) = dup(state().fd);
+  dmabuf_exports.fetch_add(1);
+  return CUDA_SUCCESS;
+}
 CUresult ipc_get_mem_handle(CUipcMemHandle* handle, CUdeviceptr base) {
   if (!is_device(base)) return CUDA_ERROR_INVALID_VALUE;
   std::memset(handle, 0, sizeof(*handle));
@@ -719,6 +737,7 @@ void install() {
   api.launch_kernel = launch_kernel;
   api.mem_get_address_range = mem_get_address_range;
   api.ipc_get_mem_handle = ipc_get_mem_handle;
+  api.mem_get_handle_for_address_range = mem_get_handle_for_address_range;
   api.ipc_open_mem_handle = ipc_open_mem_handle;
   api.ipc_close_mem_handle = ipc_close_mem_handle;
   ccl::cuda::set_cuda_driver_for_testing(&api);
@@ -746,10 +765,12 @@ void refuse_stream_wait_value(bool refuse) { state().refuse_wait_value.store(ref
 void* device_alloc(size_t bytes) {
   State& s = state();
   std::lock_guard lock(s.mutex);
-  const size_t want = (std::max<size_t>(bytes, 1) + 255) / 256 * 256;
+  // 256-byte aligned, whole pages from a page on (what a dmabuf export needs).
+  const size_t align = bytes >= 4096 ? 4096 : 256;
+  const size_t want = (std::max<size_t>(bytes, 1) + align - 1) / align * align;
   size_t at = SIZE_MAX;
   for (auto it = s.free_blocks.begin(); it != s.free_blocks.end(); ++it) {
-    if (it->second < want) continue;
+    if (it->second < want || it->first % align != 0) continue;
     at = it->first;
     const size_t left = it->second - want;
     s.free_blocks.erase(it);
@@ -757,7 +778,7 @@ void* device_alloc(size_t bytes) {
     break;
   }
   if (at == SIZE_MAX) {
-    at = (s.used + 255) / 256 * 256;
+    at = (s.used + align - 1) / align * align;
     if (at + want > kArenaBytes) throw std::runtime_error("fake CUDA device memory exhausted");
     s.used = at + want;
   }
@@ -771,7 +792,8 @@ void device_free(void* p) {
   auto it = s.allocations.find(reinterpret_cast<uintptr_t>(p));
   if (it == s.allocations.end()) return;
   size_t at = reinterpret_cast<std::byte*>(p) - s.device;
-  size_t size = (std::max<size_t>(it->second, 1) + 255) / 256 * 256;
+  const size_t align = it->second >= 4096 ? 4096 : 256;  // as device_alloc rounded it
+  size_t size = (std::max<size_t>(it->second, 1) + align - 1) / align * align;
   s.allocations.erase(it);
   // Gives back the whole pages of the block only: a page it shares with a live neighbour is
   // written by that neighbour's users meanwhile (tmpfs unmaps the pages it punches).
@@ -818,6 +840,7 @@ int peer_access_enables() { return peer_enables.load(); }
 void refuse_peer_access_enable(bool refuse) { refuse_peer_enable.store(refuse); }
 int ipc_opens() { return state().ipc_opens.load(); }
 int host_waits() { return state().host_waits.load(); }
+int dmabuf_export_count() { return dmabuf_exports.load(); }
 int mem_op_calls() { return mem_ops.load(); }
 void set_default_context(bool current) { context_by_default.store(current); }
 void make_context_current() { current_context = fake_context(); }

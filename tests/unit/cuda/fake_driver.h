@@ -67,6 +67,8 @@ void* alias(const void* device_ptr);
 // waited for the stream" is measured by. And the stream memory operations queued
 // (cuStreamWaitValue32, cuStreamWriteValue32, cuStreamBatchMemOp calls).
 int host_waits();
+// dmabuf descriptors handed out (cuMemGetHandleForAddressRange), since the process started.
+int dmabuf_export_count();
 int mem_op_calls();
 
 // Every thread that starts after set_default_context(true) begins with the fake's context

@@ -1,8 +1,14 @@
 // The registration cache (ib_reg_cache.h) and the transport's register_memory keys: page-aligned
 // MRs reused while they cover a buffer, refcounts, eviction of unused entries only, everything
 // deregistered at the end; a request that carries the communicator's region needs no MR of its
-// own.
+// own; device memory registered through its dmabuf (GPUDirect RDMA).
 #include "transport/ib/ib_reg_cache.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <memory>
 
 #include "ib_test_util.h"
 #include "transport/registered_region.h"
@@ -164,6 +170,74 @@ TEST_F(IbTest, RegisteredRegionKeysAreUsedWithoutRegistering) {
   mesh.transports[0]->deregister_memory(src);
   mesh.transports[1]->deregister_memory(dst);
   EXPECT_FALSE(mock_->registered(data, bytes));
+}
+
+// GPUDirect RDMA: a region of device memory comes with a dmabuf of its pages (the registration
+// cache asks the CUDA driver for it), which the transport registers (ibv_reg_dmabuf_mr) at the
+// region's address; the message then moves straight from the region's MR. Without a dmabuf the
+// region gets no ib key (it is staged through host memory). The mock provider takes host memory
+// for the "device" memory: what is checked is what the transport asks of the provider.
+TEST_F(IbTest, DeviceMemoryIsRegisteredThroughItsDmabuf) {
+  InMemoryStore store;
+  Mesh mesh = Mesh::make(2, store, unique_tag("dmabuf"));
+  const long page = sysconf(_SC_PAGESIZE);
+  const size_t bytes = 2 * page;
+  auto pages = [&] {
+    return std::unique_ptr<std::byte, decltype(&std::free)>(
+        static_cast<std::byte*>(std::aligned_alloc(page, bytes)), &std::free);
+  };
+  auto device_buf = pages(), dst_buf = pages();
+  RegisteredRegion src;
+  src.id = 1;
+  src.kind = MemoryKind::CudaDevice;
+  src.base = reinterpret_cast<uintptr_t>(device_buf.get());
+  src.bytes = bytes;
+  RegisteredRegion without = src;
+  without.id = 2;
+  mesh.transports[0]->register_memory(without);
+  EXPECT_EQ(without.key_of("ib"), nullptr) << "no dmabuf: no key";
+  const int fd = memfd_create("fake-dmabuf", 0);
+  ASSERT_GE(fd, 0);
+  src.dmabuf_fd = fd;
+  const ib::mock::MockStats before = mock_->stats();
+  mesh.transports[0]->register_memory(src);
+  ::close(fd);  // the MR holds the dmabuf itself
+  ASSERT_NE(src.key_of("ib"), nullptr);
+  const ib::mock::MockStats after = mock_->stats();
+  EXPECT_EQ(after.reg_dmabuf_mr, before.reg_dmabuf_mr + 1);
+  EXPECT_EQ(after.last_dmabuf_fd, fd);
+  EXPECT_EQ(after.last_dmabuf_offset, 0u);
+  EXPECT_EQ(after.last_dmabuf_length, src.bytes);
+  EXPECT_EQ(after.last_dmabuf_iova, src.base);
+
+  RegisteredRegion dst;
+  dst.id = 3;
+  dst.base = reinterpret_cast<uintptr_t>(dst_buf.get());
+  dst.bytes = bytes;
+  mesh.transports[1]->register_memory(dst);
+  auto* data = reinterpret_cast<std::byte*>(src.base);
+  for (size_t i = 0; i < bytes; ++i) data[i] = pattern(4, i);
+  struct IntoBuffer : RecvSink {
+    std::byte* at;
+    void consume(const std::byte*, size_t, size_t) override { ADD_FAILURE() << "not direct"; }
+    std::byte* direct_destination() override { return at; }
+  } sink;
+  sink.at = reinterpret_cast<std::byte*>(dst.base);
+  const uint64_t mrs = mock_->stats().reg_mr;
+  SendRequest send{data, bytes, &src};
+  RecvRequest recv{bytes, &sink, &dst};
+  mesh.conns[0][1]->post_send(&send);
+  mesh.conns[1][0]->post_recv(&recv);
+  run_ranks(2, [&](int rank) {
+    drive(*mesh.transports[rank], {mesh.conns[rank][1 - rank]},
+          [&] { return rank == 0 ? send.complete : recv.complete; });
+  });
+  EXPECT_EQ(mock_->stats().reg_mr, mrs) << "the message used the dmabuf MR";
+  for (size_t i = 0; i < bytes; ++i) ASSERT_EQ(sink.at[i], pattern(4, i)) << i;
+  const uint64_t deregs = mock_->stats().dereg_mr;
+  mesh.transports[0]->deregister_memory(src);
+  mesh.transports[1]->deregister_memory(dst);
+  EXPECT_EQ(mock_->stats().dereg_mr, deregs + 2);
 }
 
 }  // namespace

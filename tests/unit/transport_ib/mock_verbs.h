@@ -50,8 +50,11 @@ struct MockDevice {
 
 // Counts the tests check.
 struct MockStats {
-  uint64_t reg_mr = 0;  // successful registrations
+  uint64_t reg_mr = 0;  // successful registrations (reg_dmabuf_mr's too)
   uint64_t dereg_mr = 0;
+  uint64_t reg_dmabuf_mr = 0;  // of them, through a dmabuf (GPUDirect RDMA)
+  int last_dmabuf_fd = -1;     // the fd, offset, length and iova of the last one
+  uint64_t last_dmabuf_offset = 0, last_dmabuf_length = 0, last_dmabuf_iova = 0;
   uint64_t writes = 0;  // RDMA writes executed
   uint64_t largest_write = 0;
   std::map<uint32_t, uint64_t> bytes_by_qp;  // data bytes written, by source QP number

@@ -173,6 +173,23 @@ ibv_mr* reg_mr(ibv_pd* pd, void* addr, size_t length, int access) {
   return handle;
 }
 
+// As the provider: the fd must be a live descriptor (fcntl), the access as reg_mr's; the MR's
+// address is the iova (where the owner sees the memory).
+ibv_mr* reg_dmabuf_mr(ibv_pd* pd, uint64_t offset, size_t length, uint64_t iova, int fd,
+                      int access) {
+  if (fd < 0 || fcntl(fd, F_GETFD) < 0) return fail_null<ibv_mr>(EBADF);
+  ibv_mr* mr = reg_mr(pd, reinterpret_cast<void*>(iova), length, access);
+  if (mr == nullptr) return nullptr;
+  Fabric& f = fabric();
+  Lock lock(f.mutex);
+  ++f.stats.reg_dmabuf_mr;
+  f.stats.last_dmabuf_fd = fd;
+  f.stats.last_dmabuf_offset = offset;
+  f.stats.last_dmabuf_length = length;
+  f.stats.last_dmabuf_iova = iova;
+  return mr;
+}
+
 int dereg_mr(ibv_mr* mr) {
   Fabric& f = fabric();
   Lock lock(f.mutex);
@@ -327,6 +344,7 @@ void fill_api(VerbsApi* api) {
   api->dealloc_pd = dealloc_pd;
   api->reg_mr = reg_mr;
   api->dereg_mr = dereg_mr;
+  api->reg_dmabuf_mr = reg_dmabuf_mr;
   api->create_comp_channel = create_comp_channel;
   api->destroy_comp_channel = destroy_comp_channel;
   api->create_cq = create_cq;
