@@ -66,7 +66,7 @@ class Event {
 
  private:
   void* event_ = nullptr;
-  void* context_ = nullptr;
+  [[maybe_unused]] void* context_ = nullptr;  // (unread in a build without CUDA headers)
 };
 
 // Work queued on `waiter` after this waits for what `event`'s last record marks (no host
@@ -88,7 +88,7 @@ class DeviceAllocation {
   void release();
   void* data_ = nullptr;
   size_t size_ = 0;
-  void* context_ = nullptr;
+  [[maybe_unused]] void* context_ = nullptr;  // (unread in a build without CUDA headers)
 };
 
 // Host memory the caller owns (a shared-memory mapping) registered for every context
@@ -104,8 +104,9 @@ class HostRegistration {
   uint64_t device_address(const void* host) const;
 
  private:
-  void* data_ = nullptr;
-  uint64_t device_ = 0;
+  // (unread in a build without CUDA headers)
+  [[maybe_unused]] void* data_ = nullptr;
+  [[maybe_unused]] uint64_t device_ = 0;
 };
 
 }  // namespace ccl::cuda
