@@ -75,6 +75,7 @@ Loaded load_driver() {
   resolve(get, "cuDeviceGetUuid", &api->device_get_uuid, &missing);
   resolve(get, "cuDeviceGetPCIBusId", &api->device_get_pci_bus_id, &missing);
   resolve(get, "cuDeviceCanAccessPeer", &api->device_can_access_peer, &missing);
+  resolve(get, "cuDeviceGetP2PAttribute", &api->device_get_p2p_attribute, &missing);
   resolve(get, "cuCtxEnablePeerAccess", &api->ctx_enable_peer_access, &missing);
   resolve(get, "cuGetErrorString", &api->get_error_string, &missing);
   resolve(get, "cuGetErrorName", &api->get_error_name, &missing);

@@ -38,6 +38,7 @@ struct DriverApi {
   PFN_cuDeviceGetUuid_v11040 device_get_uuid = nullptr;
   PFN_cuDeviceGetPCIBusId_v4010 device_get_pci_bus_id = nullptr;  // cuda_devices.h
   PFN_cuDeviceCanAccessPeer_v4000 device_can_access_peer = nullptr;
+  PFN_cuDeviceGetP2PAttribute_v8000 device_get_p2p_attribute = nullptr;  // the link's class
   PFN_cuCtxEnablePeerAccess_v4000 ctx_enable_peer_access = nullptr;
   PFN_cuStreamGetCtx_v9020 stream_get_ctx = nullptr;
   PFN_cuStreamCreate_v2000 stream_create = nullptr;

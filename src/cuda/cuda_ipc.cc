@@ -114,20 +114,40 @@ void enable_peer_access(const DeviceUuid& peer) {
 
 }  // namespace
 
-bool can_access_device(const DeviceUuid& peer) {
+PeerLink link_to(const DeviceUuid& peer) {
 #if CCL_HAVE_CUDA_H
   const DriverApi* api = cuda_driver();
   CUdevice mine = 0;
-  if (api == nullptr || api->ctx_get_device(&mine) != CUDA_SUCCESS) return false;
+  if (api == nullptr || api->ctx_get_device(&mine) != CUDA_SUCCESS) return PeerLink::None;
   const CUdevice device = device_of(*api, peer);
-  if (device < 0) return false;  // a device this process does not see
-  if (device == mine) return true;
+  if (device < 0) return PeerLink::None;
+  if (device == mine) return PeerLink::SameDevice;
   int can = 0;
-  return api->device_can_access_peer(&can, mine, device) == CUDA_SUCCESS && can != 0;
+  if (api->device_can_access_peer(&can, mine, device) != CUDA_SUCCESS || can == 0) {
+    return PeerLink::None;
+  }
+  int atomics = 0;  // stays 0 (PCIe) where the driver does not answer
+  api->device_get_p2p_attribute(&atomics, CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED, mine,
+                                device);
+  return atomics != 0 ? PeerLink::NvLink : PeerLink::Pcie;
 #else
   (void)peer;
-  return false;
+  return PeerLink::None;
 #endif
+}
+
+const char* peer_link_name(PeerLink link) {
+  switch (link) {
+    case PeerLink::SameDevice:
+      return "one GPU";
+    case PeerLink::NvLink:
+      return "NVLink";
+    case PeerLink::Pcie:
+      return "PCIe P2P";
+    case PeerLink::None:
+      break;
+  }
+  return "no P2P";
 }
 
 IpcImports::~IpcImports() {

@@ -47,10 +47,14 @@ static_assert(sizeof(DeviceUuid) == 16);
 // The device of the caller's current context (a ContextScope of cuda_memory.h).
 DeviceUuid current_device_uuid();
 
-// Whether the current context's device can open and read memory of device `peer` through IPC:
-// the same device, or one it has peer access to (cuDeviceCanAccessPeer, NVLink or PCIe P2P).
-// False for a device this process does not see, or without a driver.
-bool can_access_device(const DeviceUuid& peer);
+// How the current context's device reaches device `peer`'s memory, fastest first: the same
+// device; NVLink (the driver says every atomic works over the link, which PCIe P2P does not
+// offer: cuDeviceGetP2PAttribute NATIVE_ATOMIC_SUPPORTED); PCIe P2P; not at all (no P2P, a
+// device this process does not see, no driver). Ordered so that the slowest of several is the
+// largest.
+enum class PeerLink : uint8_t { SameDevice, NvLink, Pcie, None };
+PeerLink link_to(const DeviceUuid& peer);
+const char* peer_link_name(PeerLink link);
 
 // The handles this process opened, each opened once and kept open across calls (opening costs
 // the driver a mapping), at most kKeepOpen of them between calls: past that, trim() closes the

@@ -26,6 +26,12 @@ double cost(const DeviceLinks& links, int nranks, bool one_device, double ops, d
 
 }  // namespace
 
+DeviceLinks DeviceLinks::of(cuda::PeerLink link) {
+  DeviceLinks links;
+  if (link == cuda::PeerLink::Pcie) links.peer_gbps = 25.0;
+  return links;
+}
+
 dev::AllReduceAlgorithm choose_all_reduce(uint64_t bytes, int nranks, bool one_device,
                                           const DeviceLinks& links,
                                           const tune::Selection& selection) {
@@ -79,8 +85,8 @@ DevicePlan plan_device(const DeviceCall& call, const DeviceWorld& world, const R
 
   switch (call.kind) {
     case Kind::AllReduce: {
-      const auto algo =
-          choose_all_reduce(call.count * elem, n, world.one_device(), DeviceLinks{}, selection);
+      const auto algo = choose_all_reduce(call.count * elem, n, world.one_device(),
+                                          DeviceLinks::of(world.link()), selection);
       plan.algorithm = algo == dev::AllReduceAlgorithm::OneShot ? "one-shot" : "two-shot";
       plan.program = dev::all_reduce(shape, call.count, algo, red);
       break;

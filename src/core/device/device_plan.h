@@ -9,9 +9,13 @@
 //   two-shot  2 n + 4 operations; 3 S + 3 S / n own, 2 (n - 1) / n S from the peers
 // Ranks on one GPU share its memory (n times the traffic through one memory); ranks on GPUs
 // with P2P read the others' memory over the link (the larger of local and remote traffic
-// counts). The figures below are the H100/H200 class's, not measured by ccl yet (no GPU has
-// run it: scripts/device-check.sh prints the crossover it finds); CCL_PROTO=LL forces
-// one-shot, CCL_PROTO=Simple two-shot, as they choose the host's direct allreduce.
+// counts), at the figure of the slowest link between two of the ranks' GPUs (NVLink or PCIe:
+// cuda_ipc.h's PeerLink). At 2 ranks both read S from the peer and one-shot always wins; at 4
+// (8) ranks two-shot, which reads less of the peers' memory, wins from 8 (4) MiB over NVLink
+// and from 512 (256) KiB over PCIe, where a peer's memory is 100 times slower. The figures
+// below are the H100/H200 class's and PCIe Gen4 P2P's, not measured by ccl yet (no GPU has run
+// it: scripts/device-check.sh prints the crossover it finds); CCL_PROTO=LL forces one-shot,
+// CCL_PROTO=Simple two-shot, as they choose the host's direct allreduce.
 #pragma once
 
 #include "algorithms/device/device_collectives.h"
@@ -19,6 +23,7 @@
 #include "core/device/device_world.h"
 #include "core/reduction_ops.h"
 #include "core/tuning/algo_selection.h"
+#include "cuda/cuda_ipc.h"
 
 namespace ccl {
 
@@ -32,6 +37,9 @@ struct DeviceLinks {
   double op_latency_us = 4.0;   // one stream operation, as the GPU runs it
   double memory_gbps = 2500.0;  // a GPU's own memory, read + write (HBM3e: 4.8 TB/s peak)
   double peer_gbps = 350.0;     // reading another GPU's memory (NVLink 4, one direction)
+
+  // The figures of `link` (SameDevice and NVLink: the above; PCIe: 25 GB/s from a peer).
+  static DeviceLinks of(cuda::PeerLink link);
 };
 
 algo::device::AllReduceAlgorithm choose_all_reduce(uint64_t bytes, int nranks, bool one_device,

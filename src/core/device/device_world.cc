@@ -81,12 +81,16 @@ std::unique_ptr<DeviceWorld> DeviceWorld::create(const Setup& setup, const AllGa
     return nullptr;
   }
   cuda::ContextScope scope(setup.context);
-  // Every device must read every other's memory: the same answer everywhere.
-  char reach = 1;
-  for (const Offer& o : offers) reach = reach && cuda::can_access_device(o.device);
-  std::vector<char> answers(n);
-  all_gather(&reach, answers.data(), 1);
-  if (!all_true(answers)) {
+  // Every device must read every other's memory, and the slowest link decides the cost model:
+  // the same answer everywhere.
+  uint8_t slowest = static_cast<uint8_t>(cuda::PeerLink::SameDevice);
+  for (const Offer& o : offers) {
+    slowest = std::max(slowest, static_cast<uint8_t>(cuda::link_to(o.device)));
+  }
+  std::vector<uint8_t> links(n);
+  all_gather(&slowest, links.data(), 1);
+  world->link_ = static_cast<cuda::PeerLink>(*std::max_element(links.begin(), links.end()));
+  if (world->link_ == cuda::PeerLink::None) {
     CCL_INFO(kInit,
              "no device collectives: some rank cannot read a peer's GPU memory (no P2P "
              "between them); device buffers go through host memory");
@@ -107,6 +111,7 @@ std::unique_ptr<DeviceWorld> DeviceWorld::create(const Setup& setup, const AllGa
     CCL_WARN(kInit, "rank %d: device collectives: %s", setup.rank, e.what());
     opened = 0;
   }
+  std::vector<char> answers(n);
   all_gather(&opened, answers.data(), 1);
   if (!all_true(answers)) {
     CCL_INFO(kInit,
@@ -125,7 +130,7 @@ std::unique_ptr<DeviceWorld> DeviceWorld::create(const Setup& setup, const AllGa
   }
   DeviceWatchdog::add(world.get());
   CCL_INFO(kInit, "rank %d: device collectives among %d ranks on %s, scratch 2 x %llu bytes",
-           setup.rank, n, world->one_device_ ? "one GPU" : "GPUs with P2P",
+           setup.rank, n, cuda::peer_link_name(world->link_),
            static_cast<unsigned long long>(setup.half_bytes));
   return world;
 }

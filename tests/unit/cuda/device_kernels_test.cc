@@ -141,6 +141,37 @@ TEST_F(FakeCudaKernels, IpcImportsCloseWhatTheLastCallDidNotUse) {
   EXPECT_EQ(imports.opened(), 1u);
 }
 
+// The class of the link to a peer's GPU, as the driver tells it: the same device, NVLink (every
+// atomic works over it), PCIe P2P, or none; a device this process does not see is none.
+TEST_F(FakeCudaKernels, PeerLinksAreTheDriversClass) {
+  auto uuid_of = [](int device) {
+    fake::use_device(device);
+    fake::make_context_current();
+    return ccl::cuda::current_device_uuid();
+  };
+  using ccl::cuda::PeerLink;
+  const struct {
+    bool p2p, nvlink;
+    PeerLink expected;
+  } cases[] = {{true, true, PeerLink::NvLink},
+               {true, false, PeerLink::Pcie},
+               {false, false, PeerLink::None}};
+  for (const auto& c : cases) {
+    fake::set_devices(2, c.p2p, c.nvlink);
+    const ccl::cuda::DeviceUuid second = uuid_of(1);
+    const ccl::cuda::DeviceUuid first = uuid_of(0);
+    EXPECT_EQ(ccl::cuda::link_to(first), PeerLink::SameDevice);
+    EXPECT_EQ(ccl::cuda::link_to(second), c.expected) << ccl::cuda::peer_link_name(c.expected);
+  }
+  ccl::cuda::DeviceUuid unseen{};
+  unseen.bytes[0] = 0x7f;
+  EXPECT_EQ(ccl::cuda::link_to(unseen), PeerLink::None);
+  // The slowest of several is the largest.
+  EXPECT_LT(PeerLink::SameDevice, PeerLink::NvLink);
+  EXPECT_LT(PeerLink::NvLink, PeerLink::Pcie);
+  EXPECT_LT(PeerLink::Pcie, PeerLink::None);
+}
+
 TEST(IpcProcess, AForkedChildIsAnotherProcess) {
   const uint64_t parent = ccl::cuda::this_process();
   EXPECT_EQ(ccl::cuda::this_process(), parent);

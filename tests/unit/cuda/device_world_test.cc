@@ -23,6 +23,7 @@
 #include "../support/rank_threads.h"
 #include "algorithms/reduce/reduce.h"
 #include "ccl/ccl.h"
+#include "core/device/device_plan.h"
 #include "cuda/cuda_driver.h"
 #include "cuda/cuda_kernels.h"
 #include "fake_driver.h"
@@ -496,18 +497,40 @@ TEST_F(DeviceWorld, GpusWithoutP2PDeclineTogetherAndStage) {
   }
 }
 
+// Over NVLink and over PCIe P2P alike.
 TEST_F(DeviceWorld, GpusWithP2PRunOnTheDevice) {
-  fake::set_devices(2, true);
-  const int before = fake::kernel_launches();
-  ccl_test::run_ranks(
-      4,
-      [&](ccl::Communicator& comm) {
-        for (const Case& c : cases(4, 300, cclSum, cclFloat32, comm.rank())) {
-          expect_same_as_host(comm, c, cclFloat32, 2);
-        }
-      },
-      ccl_test::test_config(), [](int r) { fake::use_device(r % 2); });
-  EXPECT_GT(fake::kernel_launches(), before);
+  for (bool nvlink : {true, false}) {
+    fake::set_devices(2, true, nvlink);
+    const int before = fake::kernel_launches();
+    ccl_test::run_ranks(
+        4,
+        [&](ccl::Communicator& comm) {
+          for (const Case& c : cases(4, 300, cclSum, cclFloat32, comm.rank())) {
+            expect_same_as_host(comm, c, cclFloat32, 2);
+          }
+        },
+        ccl_test::test_config(), [](int r) { fake::use_device(r % 2); });
+    EXPECT_GT(fake::kernel_launches(), before) << nvlink;
+  }
+}
+
+// The allreduce's choice follows the slowest link: two-shot reads less of the peers' memory,
+// which pays sooner over PCIe; at 2 ranks both read as much and one-shot, with fewer
+// operations, wins at every size.
+TEST(DevicePlan, TwoShotPaysSoonerOverPcie) {
+  using ccl::cuda::PeerLink;
+  using A = ccl::algo::device::AllReduceAlgorithm;
+  const ccl::tune::Selection any;
+  const ccl::DeviceLinks nvlink = ccl::DeviceLinks::of(PeerLink::NvLink);
+  const ccl::DeviceLinks pcie = ccl::DeviceLinks::of(PeerLink::Pcie);
+  EXPECT_EQ(ccl::choose_all_reduce(1 << 20, 8, false, nvlink, any), A::OneShot);
+  EXPECT_EQ(ccl::choose_all_reduce(1 << 20, 8, false, pcie, any), A::TwoShot);
+  EXPECT_EQ(ccl::choose_all_reduce(64 << 20, 8, false, nvlink, any), A::TwoShot);
+  EXPECT_EQ(ccl::choose_all_reduce(8, 8, false, pcie, any), A::OneShot);
+  EXPECT_EQ(ccl::choose_all_reduce(64 << 20, 2, false, pcie, any), A::OneShot);
+  // CCL_PROTO decides where it names one.
+  const auto simple = ccl::tune::Selection::parse("", "Simple");
+  EXPECT_EQ(ccl::choose_all_reduce(8, 8, false, nvlink, simple), A::TwoShot);
 }
 
 TEST_F(DeviceWorld, CclCudaIpcZeroKeepsTheHostPath) {

@@ -296,6 +296,25 @@ CUresult device_can_access_peer(int* can, CUdevice device, CUdevice peer) {
   *can = device != peer && peer_access.load() ? 1 : 0;
   return CUDA_SUCCESS;
 }
+std::atomic<bool> nvlink{true};
+CUresult device_get_p2p_attribute(int* value, CUdevice_P2PAttribute attribute, CUdevice device,
+                                  CUdevice peer) {
+  const int n = device_count.load();
+  if (device < 0 || device >= n || peer < 0 || peer >= n || device == peer) {
+    return CUDA_ERROR_INVALID_DEVICE;
+  }
+  switch (attribute) {
+    case CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED:
+      *value = peer_access.load() ? 1 : 0;
+      return CUDA_SUCCESS;
+    case CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED:
+      *value = peer_access.load() && nvlink.load() ? 1 : 0;
+      return CUDA_SUCCESS;
+    default:
+      *value = 0;
+      return CUDA_SUCCESS;
+  }
+}
 std::atomic<int> peer_enables{0};
 // As the driver: refused where the devices have no P2P; "already enabled" the second time for
 // a pair (the fake has one context, so per pair of devices).
@@ -702,9 +721,11 @@ void install() {
   api.device_get_uuid = device_get_uuid;
   api.device_get_pci_bus_id = device_get_pci_bus_id;
   api.device_can_access_peer = device_can_access_peer;
+  api.device_get_p2p_attribute = device_get_p2p_attribute;
   api.ctx_enable_peer_access = ctx_enable_peer_access;
   device_count.store(1);
   peer_access.store(true);
+  nvlink.store(true);
   refuse_peer_enable.store(false);
   {
     std::lock_guard lock(bus_ids_mutex);
@@ -745,9 +766,10 @@ void install() {
 
 void uninstall() { ccl::cuda::set_cuda_driver_for_testing(nullptr); }
 
-void set_devices(int count, bool p2p) {
+void set_devices(int count, bool p2p, bool nvlink_between) {
   device_count.store(count);
   peer_access.store(p2p);
+  nvlink.store(nvlink_between);
 }
 
 void set_bus_ids(const std::vector<std::string>& ids) {

@@ -27,10 +27,11 @@ void uninstall();
 // Make cuStreamWaitValue32 answer CUDA_ERROR_NOT_SUPPORTED (the host-function fallback).
 void refuse_stream_wait_value(bool refuse);
 
-// Devices: `count` GPUs (1 after install), any two of which have peer access if `p2p`. A
+// Devices: `count` GPUs (1 after install), any two of which have peer access if `p2p`, over
+// NVLink if `nvlink` (cuDeviceGetP2PAttribute says every atomic works), else PCIe. A
 // thread's contexts are on the device it last chose with use_device (0 at first), so that rank
 // threads can sit on GPUs of their own; memory is one arena whatever the device.
-void set_devices(int count, bool p2p);
+void set_devices(int count, bool p2p, bool nvlink = true);
 // The devices' PCI bus ids (cuDeviceGetPCIBusId), one per device: as many devices as ids. By
 // default device i is "0000:<3B+i>:00.0".
 void set_bus_ids(const std::vector<std::string>& ids);
