@@ -121,6 +121,10 @@ const std::vector<ConfigVar>& config_vars() {
       {"CCL_TUNER_FILE", ConfigType::String, "",
        "per-link-class figures (alpha, beta) for the cost model, read from this file instead of "
        "the probe at communicator init"},
+      {"CCL_TUNER_CACHE", ConfigType::String, "",
+       "directory where rank 0 keeps the probed figures per host, shape, transports and ccl "
+       "version, so that later launches skip the probe and choose alike (default: "
+       "$XDG_CACHE_HOME/ccl, else $HOME/.cache/ccl); none: probe at every init"},
       {"CCL_CHUNKSIZE", ConfigType::Bytes, "0",
        "bytes per pipelined chunk; 0: derived from CCL_BUFFSIZE"},
       {"CCL_CHECK_MODE", ConfigType::Bool, "0",

@@ -7,8 +7,12 @@
 //     two-shot allreduce (probe_direct).
 // Each is the median of a few calls after a warm-up. Ranks measure different times, but every
 // rank must predict the same costs (ranks that chose different algorithms would wait for each
-// other forever), so rank 0's figures are broadcast and used by all.
+// other forever), so rank 0's figures are broadcast and used by all. Figures rank 0 will keep
+// in its tuner cache (core/tuning/figures_cache.h), which then decide every later launch, are
+// each the median of three whole probes.
 #include "core/comm/tuner_setup.h"
+
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -22,6 +26,7 @@
 #include "base/config.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "core/tuning/figures_cache.h"
 
 namespace ccl {
 
@@ -50,6 +55,28 @@ double median_us(int calls, Body&& body) {
   return times[calls / 2];
 }
 
+// Probes a communicator runs where rank 0 will keep the figures (the median of each).
+constexpr uint32_t kKeptProbes = 3;
+
+// Each figure's median over `probes` (an odd number of them, at least one).
+tune::Figures median_figures(const std::vector<tune::Figures>& probes) {
+  tune::Figures out = probes.front();
+  const auto median_of = [&](double& (*field)(tune::Figures&)) {
+    std::vector<double> values;
+    for (tune::Figures f : probes) values.push_back(field(f));
+    std::nth_element(values.begin(), values.begin() + values.size() / 2, values.end());
+    field(out) = values[values.size() / 2];
+  };
+  median_of([](tune::Figures& f) -> double& { return f.shm.alpha_us; });
+  median_of([](tune::Figures& f) -> double& { return f.shm.beta_gbps; });
+  median_of([](tune::Figures& f) -> double& { return f.net.alpha_us; });
+  median_of([](tune::Figures& f) -> double& { return f.net.beta_gbps; });
+  median_of([](tune::Figures& f) -> double& { return f.direct.alpha_us; });
+  median_of([](tune::Figures& f) -> double& { return f.direct.beta_gbps; });
+  median_of([](tune::Figures& f) -> double& { return f.reduce_gbps; });
+  return out;
+}
+
 // bytes / (time - fixed costs), in GB/s (1e3 bytes per us); `fallback` when the time is all fixed
 // cost.
 double bandwidth_gbps(double bytes, double time_us, double fixed_us, double fallback) {
@@ -76,11 +103,64 @@ void TunerSetup::run() {
   const tune::Selection selection =
       tune::Selection::parse(config_string("CCL_ALGO"), config_string("CCL_PROTO"));
   const std::string file = config_string("CCL_TUNER_FILE");
-  tune::Figures figures = file.empty() ? probe_figures(shape) : tune::read_figures_file(file);
-  share_figures(&figures);
-  CCL_INFO(kTune, "rank %d: link figures (%s):\n%s", options_.rank,
-           file.empty() ? "probed; rank 0's" : file.c_str(), tune::format_figures(figures).c_str());
+  tune::Figures figures;
+  std::string source;
+  if (!file.empty()) {
+    figures = tune::read_figures_file(file);
+    share_from_rank0(&figures, sizeof(figures));
+    source = file;
+  } else {
+    source = probe_or_recall(shape, &figures);
+  }
+  CCL_INFO(kTune, "rank %d: link figures (%s):\n%s", options_.rank, source.c_str(),
+           tune::format_figures(figures).c_str());
   planner_.set_tuner(std::make_unique<tune::Tuner>(shape, figures, selection));
+}
+
+std::string TunerSetup::probe_or_recall(const tune::Shape& shape, tune::Figures* figures) {
+  // Rank 0 looks the shape up and tells everyone whether to probe: the probe is collective.
+  struct Recalled {
+    tune::Figures figures;
+    uint32_t found;
+    uint32_t probes;  // how many probes to run: several where the figures will be kept
+  } recalled{};
+  recalled.probes = 1;
+  static_assert(std::is_trivially_copyable_v<Recalled>);
+  std::string key, path;
+  if (options_.rank == 0) {
+    const std::string dir = tune::figures_cache_dir();
+    if (!dir.empty()) {
+      char host[256] = {};
+      gethostname(host, sizeof(host) - 1);
+      std::vector<std::string> transports;
+      for (int peer = 0; peer < options_.nranks; ++peer) {
+        if (peer != options_.rank) transports.emplace_back(peers_.transport_name(peer));
+      }
+      key = tune::figures_cache_key(host, shape, std::move(transports));
+      path = tune::figures_cache_path(dir, key);
+      if (auto cached = tune::read_cached_figures(path, key)) {
+        recalled.figures = *cached;
+        recalled.found = 1;
+      } else {
+        recalled.probes = kKeptProbes;
+      }
+    }
+  }
+  share_from_rank0(&recalled, sizeof(recalled));
+  if (recalled.found != 0) {
+    *figures = recalled.figures;
+    return options_.rank == 0 ? "rank 0's, from " + path : "rank 0's, from its tuner cache";
+  }
+  // Kept figures decide every later launch: each is the median of several probes (the first
+  // of a new process runs on cold caches and pages), not one probe's.
+  std::vector<tune::Figures> probes;
+  for (uint32_t i = 0; i < recalled.probes; ++i) probes.push_back(probe_figures(shape));
+  *figures = median_figures(probes);
+  share_from_rank0(figures, sizeof(*figures));
+  if (!path.empty() && tune::write_cached_figures(path, key, *figures)) {
+    return "probed; rank 0's, kept in " + path;
+  }
+  return "probed; rank 0's";
 }
 
 tune::Figures TunerSetup::probe_figures(const tune::Shape& shape) {
@@ -189,15 +269,13 @@ void TunerSetup::probe_direct(tune::Figures* figures, const float* in, float* ou
   }
 }
 
-void TunerSetup::share_figures(tune::Figures* figures) {
+void TunerSetup::share_from_rank0(void* data, size_t bytes) {
   if (options_.nranks == 1) return;
   // The struct's bytes as they are: every rank runs the same build.
-  static_assert(std::is_trivially_copyable_v<tune::Figures>);
-  algo::ExecOp bytes;
-  bytes.elem_size = 1;
-  const algo::Schedule schedule =
-      algo::chain_broadcast(planner_.ring_params(sizeof(tune::Figures), 1, 0), 0);
-  runner_.execute(schedule, figures, figures, bytes, "tuner figures");
+  algo::ExecOp op;
+  op.elem_size = 1;
+  const algo::Schedule schedule = algo::chain_broadcast(planner_.ring_params(bytes, 1, 0), 0);
+  runner_.execute(schedule, data, data, op, "tuner figures");
 }
 
 }  // namespace ccl

@@ -1,9 +1,11 @@
 // The planner's tuner, made at init: the figures of the communicator's links (from CCL_TUNER_FILE,
-// or a probe that times a few real operations over the links), rank 0's for everyone, and what
-// CCL_ALGO/CCL_PROTO allow. It runs once, between the peers' connection and the communicator's
-// first operation; it drives the op runner and the direct collectives, and hands the tuner to the
-// planner.
+// from rank 0's tuner cache (CCL_TUNER_CACHE), or a probe that times a few real operations over
+// the links, then kept in that cache), rank 0's for everyone, and what CCL_ALGO/CCL_PROTO allow.
+// It runs once, between the peers' connection and the communicator's first operation; it drives
+// the op runner and the direct collectives, and hands the tuner to the planner.
 #pragma once
+
+#include <string>
 
 #include "algorithms/executor.h"
 #include "core/comm/op_runner.h"
@@ -27,7 +29,11 @@ class TunerSetup {
   void probe_direct(tune::Figures* figures, const float* in, float* out, const algo::ExecOp& sum);
   void fit_net_by_exchange(const tune::Shape& shape, tune::Figures* figures, const float* in,
                            float* out, const algo::ExecOp& sum);
-  void share_figures(tune::Figures* figures);
+  // The figures of rank 0's tuner cache entry for this shape (core/tuning/figures_cache.h), or
+  // probed and then kept there; returns where they came from, for the log.
+  std::string probe_or_recall(const tune::Shape& shape, tune::Figures* figures);
+  // Rank 0's `bytes` at `data` to every rank (trivially copyable data).
+  void share_from_rank0(void* data, size_t bytes);
 
   const CommOptions& options_;
   Peers& peers_;

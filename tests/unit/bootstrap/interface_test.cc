@@ -5,8 +5,9 @@
 #include <optional>
 #include <string>
 
-#include "core/bootstrap/socket.h"
+#include "../support/scoped_env.h"
 #include "base/error.h"
+#include "core/bootstrap/socket.h"
 
 namespace ccl {
 namespace {
@@ -50,29 +51,7 @@ TEST(Interfaces, ListsLoopback) {
   EXPECT_TRUE(found);
 }
 
-// Sets environment variables for one test and puts back what was there.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = getenv(name)) old_ = old;
-    if (value) {
-      setenv(name, value, 1);
-    } else {
-      unsetenv(name);
-    }
-  }
-  ~ScopedEnv() {
-    if (old_) {
-      setenv(name_, old_->c_str(), 1);
-    } else {
-      unsetenv(name_);
-    }
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
+using ccl::test::ScopedEnv;
 
 TEST(Interfaces, ChooseHonorsIfnameAndFamily) {
   {

@@ -7,32 +7,13 @@
 #include <set>
 #include <string>
 
+#include "../support/scoped_env.h"
 #include "base/error.h"
 
 namespace ccl {
 namespace {
 
-// Sets a variable for the scope of one test.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    const char* old = getenv(name);
-    had_ = old != nullptr;
-    if (had_) old_ = old;
-    setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (had_)
-      setenv(name_, old_.c_str(), 1);
-    else
-      unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  bool had_ = false;
-  std::string old_;
-};
+using ccl::test::ScopedEnv;
 
 TEST(ConfigParse, Integers) {
   int64_t v = 0;

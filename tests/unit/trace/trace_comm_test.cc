@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "../support/scoped_env.h"
 #include "ccl/ccl.h"
 
 namespace {
@@ -31,29 +32,7 @@ namespace fs = std::filesystem;
 constexpr size_t kCount = 1000;   // floats per call
 constexpr double kSlackUs = 1.0;  // ts near 1.7e15 us parse into doubles 0.25 us apart
 
-// Sets (or unsets, for nullptr) an environment variable for the life of the object.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = getenv(name)) old_ = old;
-    if (value != nullptr)
-      setenv(name, value, 1);
-    else
-      unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (old_)
-      setenv(name_, old_->c_str(), 1);
-    else
-      unsetenv(name_);
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
+using ccl::test::ScopedEnv;
 
 class TempDir {
  public:

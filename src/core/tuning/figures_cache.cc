@@ -1,0 +1,135 @@
+#include "core/tuning/figures_cache.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <random>
+
+#include "base/config.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "ccl/ccl.h"
+#include "core/tuning/tuner.h"
+
+namespace ccl::tune {
+
+namespace {
+
+constexpr const char* kKeyPrefix = "# key: ";
+
+uint64_t fnv1a(const std::string& text) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (const unsigned char c : text) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+std::string env_or_empty(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr ? value : "";
+}
+
+// mkdir -p, 0755; true if `dir` exists as a directory afterwards.
+bool make_directories(const std::string& dir) {
+  for (size_t slash = dir.find('/', 1);; slash = dir.find('/', slash + 1)) {
+    const std::string prefix = dir.substr(0, slash);
+    if (!prefix.empty() && mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST) return false;
+    if (slash == std::string::npos) break;
+  }
+  struct stat st {};
+  return stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+}  // namespace
+
+std::string figures_cache_dir() {
+  const std::string named = config_string("CCL_TUNER_CACHE");
+  if (named == "none") return "";
+  if (!named.empty()) return named;
+  const std::string xdg = env_or_empty("XDG_CACHE_HOME");
+  if (!xdg.empty()) return xdg + "/ccl";
+  const std::string home = env_or_empty("HOME");
+  if (!home.empty()) return home + "/.cache/ccl";
+  return "";
+}
+
+std::string figures_cache_key(const std::string& host, const Shape& shape,
+                              std::vector<std::string> transports) {
+  std::sort(transports.begin(), transports.end());
+  transports.erase(std::unique(transports.begin(), transports.end()), transports.end());
+  char text[256];
+  std::snprintf(text, sizeof(text),
+                "ccl %d.%d.%d ranks %d hosts %d per-host %d%s shm %d window %zu chunk %zu via",
+                CCL_MAJOR, CCL_MINOR, CCL_PATCH, shape.nranks, shape.nhosts, shape.ranks_per_host,
+                shape.uniform_hosts ? "" : " (not uniform)", shape.shm ? 1 : 0, shape.window_bytes,
+                shape.chunk_bytes);
+  std::string key = "host " + host + " " + text;
+  for (const std::string& t : transports) key += " " + t;
+  // One line: a host name with a newline in it would end the comment.
+  std::replace(key.begin(), key.end(), '\n', ' ');
+  return key;
+}
+
+std::string figures_cache_path(const std::string& dir, const std::string& key) {
+  char name[40];
+  std::snprintf(name, sizeof(name), "tuner-%016" PRIx64 ".txt", fnv1a(key));
+  return dir + "/" + name;
+}
+
+std::optional<Figures> read_cached_figures(const std::string& path, const std::string& key) {
+  std::ifstream in(path);
+  if (!in) return std::nullopt;  // not probed yet on this machine and shape
+  std::string first;
+  std::getline(in, first);
+  if (first != kKeyPrefix + key) {
+    CCL_INFO(kTune, "tuner cache %s is for another shape or machine (%s): probing", path.c_str(),
+             first.c_str());
+    return std::nullopt;
+  }
+  try {
+    Figures figures = read_figures_file(path);
+    check_figures(figures, path.c_str());
+    return figures;
+  } catch (const Error& e) {
+    CCL_WARN(kTune, "tuner cache ignored, probing instead: %s", e.what());
+    return std::nullopt;
+  }
+}
+
+bool write_cached_figures(const std::string& path, const std::string& key, const Figures& figures) {
+  const std::string dir = path.substr(0, path.rfind('/'));
+  if (!make_directories(dir)) {
+    CCL_WARN(kTune, "tuner cache: cannot make directory %s: %s (set CCL_TUNER_CACHE)", dir.c_str(),
+             strerror(errno));
+    return false;
+  }
+  // A name of this process's own, then an atomic rename: a reader sees the old entry, the new
+  // one or none, never a part.
+  std::random_device random;
+  const std::string temporary =
+      path + ".tmp." + std::to_string(getpid()) + "." + std::to_string(random());
+  const std::string text = kKeyPrefix + key + "\n" + format_figures(figures);
+  bool ok = false;
+  {
+    std::ofstream out(temporary, std::ios::trunc);
+    out << text;
+    out.close();
+    ok = static_cast<bool>(out);
+  }
+  if (ok && std::rename(temporary.c_str(), path.c_str()) == 0) return true;
+  CCL_WARN(kTune, "tuner cache: cannot write %s: %s", path.c_str(), strerror(errno));
+  std::remove(temporary.c_str());
+  return false;
+}
+
+}  // namespace ccl::tune
