@@ -381,7 +381,9 @@ bool UcxConnection::reap_control_sends() {
 void UcxConnection::begin_shutdown() {
   cancel_chunk_receives();
   control_recv_.cancel(worker_.worker());
-  notice_recv_.cancel(worker_.worker());
+  // The notice receive stays: the peer's goodbye is on its way too, and a message that finds no
+  // receive stays in UCX's unexpected queue, which warns about it at the worker's destruction
+  // ("unexpected tag-receive descriptor ... was not matched", once per peer in every clean job).
   hello_recv_.cancel(worker_.worker());
   if (!failed_) send_notice(NoticeWire{kNoticeMagic, kDeparted, 0, self_, -1, 0, 0});
   // Every earlier operation on the endpoint, the goodbye included, is to complete at the peer
@@ -395,7 +397,9 @@ void UcxConnection::begin_shutdown() {
 bool UcxConnection::goodbye_sent() { return !notice_send_.active() || notice_send_.done(); }
 
 bool UcxConnection::shutdown_flushed() {
-  return goodbye_sent() && (!shutdown_flush_.active() || shutdown_flush_.done());
+  if (!goodbye_sent() || (shutdown_flush_.active() && !shutdown_flush_.done())) return false;
+  // The peer's last word is in (its goodbye, or a notice it sent before), or none will come.
+  return poll_notice() || failed_ || endpoint_failed() || !notice_recv_.active();
 }
 
 PendingOp UcxConnection::close_endpoint() {
@@ -420,6 +424,7 @@ void UcxConnection::release_requests() {
   }
   for (ControlSend& c : control_sends_) c.op.release();
   control_recv_.release();
+  notice_recv_.cancel(worker_.worker());  // no goodbye within the bound (begin_shutdown)
   notice_recv_.release();
   notice_send_.release();
   hello_send_.release();

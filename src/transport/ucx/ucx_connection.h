@@ -121,10 +121,11 @@ class UcxConnection final : public Connection {
   // A failed connection's forced close, once it may happen (see Failures above); never throws.
   void close_after_failure();
 
-  // Teardown, in this order, by the transport: cancel receives, say goodbye and flush the
-  // endpoint (ucp_ep_flush_nbx); wait (bounded) until both are done (shutdown_flushed()); close
-  // the endpoint by force; release every request handle and remote key; then the worker goes,
-  // then this object.
+  // Teardown, in this order, by the transport: cancel receives but the notice's, say goodbye and
+  // flush the endpoint (ucp_ep_flush_nbx); wait (bounded) until both are done and the peer's
+  // goodbye is in (shutdown_flushed()), so that no message of the peer's is left unreceived;
+  // close the endpoint by force; cancel the notice receive, release every request handle and
+  // remote key; then the worker goes, then this object.
   //
   // By force, because UCX 1.13's flushing close of a UCP_ERR_HANDLING_MODE_PEER endpoint waits
   // for the peer to progress its worker (measured: 1 s, the bound, with an idle peer, 2 ms with a
