@@ -10,6 +10,9 @@ wait of ccl's.
 ccl_torch.hooks (TopK and 1-bit DDP communication hooks with error feedback) and ccl_torch.optim
 (LAMB, LARS) run ccl's C++ training layer; ccl_torch.assign_buckets is DDP's bucket assignment
 as that layer computes it.
+
+Importing it also lets torch.distributed.monitored_barrier run on ccl's groups (torch 1.13's
+refuses every backend but Gloo).
 """
 import torch  # noqa: F401  (loads libtorch before the extension)
 import torch.distributed as dist
@@ -29,3 +32,27 @@ def _create_process_group(store, rank, size, timeout):
 
 if BACKEND.upper() not in dist.Backend._plugins:
     dist.Backend.register_backend(BACKEND, _create_process_group)
+
+
+_torch_monitored_barrier = dist.monitored_barrier
+
+
+def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
+    """torch.distributed.monitored_barrier, which torch 1.13 lets only Gloo's groups run, for
+    ccl's groups too (ProcessGroupCcl.monitored_barrier: rank 0 names the ranks that did not
+    arrive within `timeout`, every one of them with wait_all_ranks); other groups go to torch's."""
+    c10d = dist.distributed_c10d
+    if group is None:
+        group = c10d.GroupMember.WORLD
+    if group is not None and c10d._rank_not_in_group(group):
+        return _torch_monitored_barrier(group, timeout, wait_all_ranks)
+    if dist.get_backend(group) != BACKEND:
+        return _torch_monitored_barrier(group, timeout, wait_all_ranks)
+    if timeout is None:
+        timeout = c10d.default_pg_timeout
+    group_to_use = c10d._get_default_group() if group is None else group
+    return group_to_use.monitored_barrier(timeout, wait_all_ranks=wait_all_ranks)
+
+
+dist.monitored_barrier = monitored_barrier
+dist.distributed_c10d.monitored_barrier = monitored_barrier

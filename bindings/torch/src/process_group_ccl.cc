@@ -4,6 +4,7 @@
 #include <pybind11/pybind11.h>
 
 #include <numeric>
+#include <optional>
 #include <utility>
 
 #include "store_rendezvous.h"
@@ -105,7 +106,9 @@ Launch root_exchange(const at::Tensor& flat, cclDataType_t type, int root, int s
 ProcessGroupCcl::ProcessGroupCcl(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                  std::chrono::milliseconds timeout)
     : c10d::ProcessGroup(rank, size),
-      lane_(std::make_shared<OpLane>(make_comm(store, rank, size, timeout), rank, size)) {}
+      lane_(std::make_shared<OpLane>(make_comm(store, rank, size, timeout), rank, size)),
+      store_(store),
+      timeout_(timeout) {}
 
 ProcessGroupCcl::~ProcessGroupCcl() {
   // Python drops the last reference with the GIL held, and the watcher may need the GIL to free
@@ -517,6 +520,71 @@ WorkPtr ProcessGroupCcl::barrier(const c10d::BarrierOptions&) {
   auto work = new_work(OpType::BARRIER, "barrier", {});
   lane_->submit(work, [](cclComm_t comm, cclStream_t stream) { return cclBarrier(comm, stream); });
   return work;
+}
+
+void ProcessGroupCcl::monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) {
+  using Clock = std::chrono::steady_clock;
+  const std::chrono::milliseconds timeout =
+      opts.timeout == c10d::kUnsetTimeout ? timeout_ : opts.timeout;
+  TORCH_CHECK(timeout.count() > 0, "ccl monitored_barrier: the timeout must be positive (",
+              timeout.count(), " ms)");
+  const Clock::time_point deadline = Clock::now() + timeout;
+  const auto left = [&] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+  };
+  const std::string round = "ccl_monitored_barrier/" + std::to_string(++monitored_rounds_) + "/";
+  const std::string released = round + "released";
+  // The waits below may take the whole timeout: without the GIL (torch's binding may have let
+  // go of it already).
+  std::optional<pybind11::gil_scoped_release> no_gil;
+  if (Py_IsInitialized() != 0 && PyGILState_Check() != 0) no_gil.emplace();
+  if (rank_ != 0) {
+    store_->set(round + std::to_string(rank_), std::vector<uint8_t>{1});
+    try {
+      if (left().count() <= 0) throw std::runtime_error("no time left");
+      store_->wait({released}, left());
+    } catch (const std::exception& e) {
+      TORCH_CHECK(false, "Rank ", rank_,
+                  " successfully reached monitoredBarrier, but received errors while waiting "
+                  "for send/recv from rank 0. Please check rank 0 logs for faulty rank. (",
+                  e.what(), ")");
+    }
+    return;
+  }
+  std::vector<int> late;
+  for (int r = 1; r < size_ && (wait_all_ranks || late.empty()); ++r) {
+    const std::string key = round + std::to_string(r);
+    bool arrived = false;
+    try {
+      // Past the deadline, the ranks still unchecked are only looked up.
+      if (left().count() > 0) {
+        store_->wait({key}, left());
+        arrived = true;
+      } else {
+        arrived = store_->check({key});
+      }
+    } catch (const std::exception&) {
+      arrived = false;  // the store's timeout
+    }
+    if (!arrived) late.push_back(r);
+  }
+  if (!late.empty()) {
+    std::string ranks;
+    for (int r : late) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+    TORCH_CHECK(false, late.size() == 1 ? "Rank " : "Ranks ", ranks,
+                " failed to pass monitoredBarrier in ", timeout.count(), " ms");
+  }
+  store_->set(released, std::vector<uint8_t>{1});
+  // Every rank is past the previous round's release: its keys can go (a store without
+  // deleteKey keeps them, a few bytes each).
+  try {
+    for (int r = 1; r < size_; ++r) store_->deleteKey(round + std::to_string(r));
+    if (monitored_rounds_ > 1) {
+      store_->deleteKey("ccl_monitored_barrier/" + std::to_string(monitored_rounds_ - 1) +
+                        "/released");
+    }
+  } catch (const std::exception&) {
+  }
 }
 
 }  // namespace ccl_torch

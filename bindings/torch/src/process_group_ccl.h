@@ -11,6 +11,7 @@
 //   alltoall_base (with or without splits), alltoall   cclAlltoAll / cclAlltoAllV
 //   gather, scatter                              one ccl group of sends and receives at the root
 //   send, recv                                   cclSend / cclRecv, batched into groups (OpLane)
+//   monitored_barrier                            check-ins through the group's store (below)
 // Refused with a RuntimeError naming the operation and why: bitwise reductions, sparse and CUDA
 // tensors, dtypes ccl lacks, recvAnysource (ccl matches every message to a named peer).
 // Non-contiguous tensors are copied to contiguous buffers and, for outputs, copied back.
@@ -83,6 +84,13 @@ class ProcessGroupCcl : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src, int tag) override;
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+  // As Gloo's: every rank checks in with rank 0, which waits for each until opts.timeout and
+  // raises naming the first late rank ("Rank 2 failed to pass monitoredBarrier in 1000 ms"), or
+  // every late one with wait_all_ranks ("Ranks 1, 2 failed ..."); the others raise if rank 0's
+  // release does not come in time. Through the group's store, not the communicator: a rank that
+  // never arrives leaves no operation queued in the group, which goes on working (ccl_torch
+  // lets torch.distributed.monitored_barrier call it; torch 1.13 allows it for Gloo only).
+  void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) override;
 
  private:
   c10::intrusive_ptr<WorkCcl> new_work(c10d::OpType type, const char* name,
@@ -101,6 +109,9 @@ class ProcessGroupCcl : public c10d::ProcessGroup {
                      const at::Tensor& like);
 
   std::shared_ptr<OpLane> lane_;
+  c10::intrusive_ptr<c10d::Store> store_;  // monitoredBarrier's check-ins
+  std::chrono::milliseconds timeout_;      // the group's, where a call gives none
+  uint64_t monitored_rounds_ = 0;          // monitoredBarrier calls so far (alike on every rank)
 };
 
 }  // namespace ccl_torch

@@ -1,0 +1,83 @@
+"""What Gloo's torch backend has that ccl_torch now has too: monitored_barrier, through torch's
+own torch.distributed.monitored_barrier (which torch 1.13 allows for Gloo only: importing
+ccl_torch opens it to ccl's groups). Rank 0 names the ranks that did not arrive in time (the
+first, or all with wait_all_ranks), the others hear that rank 0 did not release them, and the
+group goes on working afterwards."""
+import datetime
+import time
+import unittest
+
+import torch
+import torch.distributed as dist
+
+from ccl_torch_testing import run_ranks
+
+
+def expect_error(fn, *words):
+    try:
+        fn()
+    except RuntimeError as e:
+        text = str(e)
+        for w in words:
+            assert w in text, f"{w!r} not in the error: {text}"
+        return text
+    raise AssertionError(f"no RuntimeError (expected one naming {words})")
+
+
+def everyone_arrives(rank, size):
+    for _ in range(3):  # rounds: each its own check-ins
+        dist.monitored_barrier(timeout=datetime.timedelta(seconds=30))
+    dist.monitored_barrier(timeout=datetime.timedelta(seconds=30), wait_all_ranks=True)
+    t = torch.ones(4)
+    dist.all_reduce(t)
+    assert torch.equal(t, torch.full((4,), float(size))), t
+
+
+def last_rank_is_late(rank, size, wait_all):
+    late = [size - 1] if not wait_all else list(range(1, size))
+    timeout = datetime.timedelta(seconds=1)
+    if rank in late:
+        time.sleep(2.5)  # past rank 0's timeout: rank 0 has given up and named this rank
+    elif rank == 0:
+        start = time.monotonic()
+        text = expect_error(lambda: dist.monitored_barrier(timeout=timeout,
+                                                           wait_all_ranks=wait_all),
+                            "failed to pass monitoredBarrier in 1000 ms")
+        took = time.monotonic() - start
+        assert took < 1.9, f"rank 0 took {took:.2f} s to give up"
+        named = ", ".join(str(r) for r in late)
+        assert text.startswith(("Rank " if len(late) == 1 else "Ranks ") + named + " failed"), text
+    else:
+        expect_error(lambda: dist.monitored_barrier(timeout=timeout, wait_all_ranks=wait_all),
+                     f"Rank {rank} successfully reached monitoredBarrier",
+                     "check rank 0 logs")
+    # the group still works: the late ranks never queued anything in it
+    t = torch.ones(4)
+    dist.all_reduce(t)
+    assert torch.equal(t, torch.full((4,), float(size))), t
+
+
+def bad_timeout(rank, size):
+    group = dist.distributed_c10d._get_default_group()
+    expect_error(lambda: group.monitored_barrier(datetime.timedelta(seconds=0)),
+                 "monitored_barrier", "timeout must be positive")
+
+
+class MonitoredBarrier(unittest.TestCase):
+    def test_everyone_arrives(self):
+        for size in (1, 3):
+            with self.subTest(ranks=size):
+                run_ranks(everyone_arrives, size)
+
+    def test_rank_0_names_the_first_late_rank(self):
+        run_ranks(last_rank_is_late, 3, False)
+
+    def test_rank_0_names_every_late_rank_with_wait_all_ranks(self):
+        run_ranks(last_rank_is_late, 3, True)
+
+    def test_a_zero_timeout_is_refused(self):
+        run_ranks(bad_timeout, 2)
+
+
+if __name__ == "__main__":
+    unittest.main()
