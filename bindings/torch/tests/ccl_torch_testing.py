@@ -87,3 +87,16 @@ def exit_codes(fn, size, *args, timeout=120, op_timeout=60):
                 p.kill()
                 p.join(5)
         return [p.exitcode for p in procs]
+
+
+def expect_error(fn, *words):
+    """Runs fn, which must raise a RuntimeError whose text has every one of `words`; returns
+    that text."""
+    try:
+        fn()
+    except RuntimeError as e:
+        text = str(e)
+        for w in words:
+            assert w in text, f"{w!r} not in the error: {text}"
+        return text
+    raise AssertionError(f"no RuntimeError (expected one naming {words})")

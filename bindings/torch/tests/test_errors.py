@@ -9,18 +9,7 @@ import unittest
 import torch
 import torch.distributed as dist
 
-from ccl_torch_testing import exit_codes, run_ranks
-
-
-def expect_error(fn, *words):
-    try:
-        fn()
-    except RuntimeError as e:
-        text = str(e)
-        for w in words:
-            assert w in text, f"{w!r} not in the error: {text}"
-        return
-    raise AssertionError(f"no RuntimeError (expected one naming {words})")
+from ccl_torch_testing import exit_codes, expect_error, run_ranks
 
 
 def bad_input(rank, size):

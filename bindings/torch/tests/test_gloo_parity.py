@@ -10,18 +10,7 @@ import unittest
 import torch
 import torch.distributed as dist
 
-from ccl_torch_testing import run_ranks
-
-
-def expect_error(fn, *words):
-    try:
-        fn()
-    except RuntimeError as e:
-        text = str(e)
-        for w in words:
-            assert w in text, f"{w!r} not in the error: {text}"
-        return text
-    raise AssertionError(f"no RuntimeError (expected one naming {words})")
+from ccl_torch_testing import expect_error, run_ranks
 
 
 def everyone_arrives(rank, size):
