@@ -175,6 +175,7 @@ WorkPtr ProcessGroupCcl::broadcast(std::vector<at::Tensor>& tensors,
 WorkPtr ProcessGroupCcl::allreduce(std::vector<at::Tensor>& tensors,
                                    const c10d::AllreduceOptions& opts) {
   const char* name = "allreduce";
+  if (tensors.size() == 1 && tensors[0].is_sparse()) return sparse_allreduce(tensors, opts);
   const at::Tensor& t = single_tensor(name, tensors);
   const cclDataType_t type = datatype_of(name, t);
   const Reduction reduction = reduction_of(name, opts.reduceOp, t);
@@ -186,6 +187,59 @@ WorkPtr ProcessGroupCcl::allreduce(std::vector<at::Tensor>& tensors,
       work, reduction, type, [buf, type](cclComm_t comm, cclStream_t stream, cclRedOp_t op) {
         return cclAllReduce(buf.data_ptr(), buf.data_ptr(), buf.numel(), type, op, comm, stream);
       });
+  return work;
+}
+
+// As Gloo does it: every rank's coalesced indices and values gathered (their counts first),
+// then summed by coalescing the whole. The sizes decide the buffers, so the steps run as
+// blocking calls with the group to themselves (run_exclusive), in the group's issue order.
+WorkPtr ProcessGroupCcl::sparse_allreduce(std::vector<at::Tensor>& tensors,
+                                          const c10d::AllreduceOptions& opts) {
+  const char* name = "allreduce";
+  at::Tensor& tensor = tensors[0];
+  TORCH_CHECK(tensor.layout() == at::kSparse && tensor.device().is_cpu(), "ccl ", name,
+              ": a sparse tensor must be a CPU COO tensor (", describe(tensor), ")");
+  TORCH_CHECK(opts.reduceOp == c10d::ReduceOp::SUM, "ccl ", name,
+              ": sparse tensors are summed only (ReduceOp.SUM), as Gloo does");
+  const at::Tensor input = tensor.coalesce();
+  const at::Tensor values = input._values().contiguous();  // nnz x the dense dimensions
+  const cclDataType_t type = datatype_of(name, values);
+  const at::Tensor indices = input._indices().t().contiguous();  // nnz x sparse_dim, int64
+  const int64_t sparse_dim = input.sparse_dim();
+  int64_t row = 1;  // elements of one value: the dense dimensions' product
+  for (int64_t d = 1; d < values.dim(); ++d) row *= values.size(d);
+  at::Tensor result;
+  lane_->run_exclusive([&](cclComm_t comm) {
+    const auto check = [&](cclResult_t r) {
+      TORCH_CHECK(r == cclSuccess, lane_->error_text(name, r));
+    };
+    int64_t nnz = input._nnz();
+    std::vector<int64_t> counts(size_);
+    check(cclAllGather(&nnz, counts.data(), 1, cclInt64, comm, nullptr));
+    std::vector<size_t> index_counts(size_), index_displs(size_), value_counts(size_),
+        value_displs(size_);
+    int64_t total = 0;
+    for (int r = 0; r < size_; ++r) {
+      TORCH_CHECK(counts[r] >= 0, "ccl ", name, ": rank ", r, " sent a negative count");
+      index_counts[r] = static_cast<size_t>(counts[r] * sparse_dim);
+      index_displs[r] = static_cast<size_t>(total * sparse_dim);
+      value_counts[r] = static_cast<size_t>(counts[r] * row);
+      value_displs[r] = static_cast<size_t>(total * row);
+      total += counts[r];
+    }
+    at::Tensor all_indices = at::empty({total, sparse_dim}, indices.options());
+    check(cclAllGatherV(indices.data_ptr(), index_counts[rank_], all_indices.data_ptr(),
+                        index_counts.data(), index_displs.data(), cclInt64, comm, nullptr));
+    std::vector<int64_t> value_shape = values.sizes().vec();
+    value_shape[0] = total;
+    at::Tensor all_values = at::empty(value_shape, values.options());
+    check(cclAllGatherV(values.data_ptr(), value_counts[rank_], all_values.data_ptr(),
+                        value_counts.data(), value_displs.data(), type, comm, nullptr));
+    result = at::sparse_coo_tensor(all_indices.t(), all_values, input.sizes()).coalesce();
+  });
+  tensor.copy_(result);
+  auto work = new_work(OpType::ALLREDUCE, name, tensors);
+  lane_->submit(work, [](cclComm_t, cclStream_t) { return cclSuccess; });  // done already
   return work;
 }
 

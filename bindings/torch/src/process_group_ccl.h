@@ -5,6 +5,7 @@
 // How torch's operations map onto ccl (CPU tensors; one tensor per process where torch passes a
 // list for the multi-device API):
 //   broadcast, allreduce, reduce, barrier       the same ccl collective, in place
+//   allreduce of a sparse COO tensor (SUM)       indices and values allgathered, then coalesced
 //   allreduce_coalesced                          one allreduce of the tensors packed together
 //   allgather, allgather_coalesced, _allgather_base   cclAllGather (packed, then unpacked)
 //   reduce_scatter, _reduce_scatter_base         cclReduceScatter
@@ -12,9 +13,9 @@
 //   gather, scatter                              one ccl group of sends and receives at the root
 //   send, recv                                   cclSend / cclRecv, batched into groups (OpLane)
 //   monitored_barrier                            check-ins through the group's store (below)
-// Refused with a RuntimeError naming the operation and why: bitwise reductions, sparse and CUDA
-// tensors, dtypes ccl lacks, recvAnysource (ccl matches every message to a named peer).
-// Non-contiguous tensors are copied to contiguous buffers and, for outputs, copied back.
+// Refused with a RuntimeError naming the operation and why: bitwise reductions, sparse tensors
+// elsewhere, CUDA tensors, dtypes ccl lacks, recvAnysource (ccl matches every message to a named
+// peer). Non-contiguous tensors are copied to contiguous buffers and, for outputs, copied back.
 #pragma once
 
 #include <chrono>
@@ -100,6 +101,9 @@ class ProcessGroupCcl : public c10d::ProcessGroup {
   void submit_reduction(const c10::intrusive_ptr<WorkCcl>& work, const Reduction& reduction,
                         cclDataType_t type, ReduceLaunch launch);
   void check_rank(const char* op, const char* what, int64_t rank) const;
+  // allreduce of one sparse COO tensor (SUM): gathered and coalesced, as Gloo does.
+  c10::intrusive_ptr<c10d::Work> sparse_allreduce(std::vector<at::Tensor>& tensors,
+                                                  const c10d::AllreduceOptions& opts);
   // Reduce-scatters `send` (contiguous, size x output's elements) into `output`, as `work`.
   c10::intrusive_ptr<WorkCcl> reduce_scatter_from(const c10::intrusive_ptr<WorkCcl>& work,
                                                   const at::Tensor& send, const at::Tensor& output,

@@ -22,7 +22,9 @@ def bad_input(rank, size):
     dist.all_reduce(c)
     assert torch.equal(c, torch.full((3,), size * (1 + 2j), dtype=torch.complex64)), c
     sparse = torch.sparse_coo_tensor(torch.tensor([[0, 2]]), torch.tensor([1.0, 2.0]), (4,))
-    expect_error(lambda: dist.all_reduce(sparse), "allreduce", "sparse")
+    expect_error(lambda: dist.all_reduce(sparse, op=dist.ReduceOp.MAX), "allreduce", "sparse",
+                 "SUM")
+    expect_error(lambda: dist.broadcast(sparse, src=0), "broadcast", "sparse")
     expect_error(lambda: dist.broadcast(t, src=size + 3), "broadcast", "root")
     expect_error(lambda: dist.all_gather([torch.ones(4)] * (size + 1), t), "allgather",
                  "output tensors")

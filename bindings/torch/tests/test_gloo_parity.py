@@ -1,8 +1,12 @@
-"""What Gloo's torch backend has that ccl_torch now has too: monitored_barrier, through torch's
-own torch.distributed.monitored_barrier (which torch 1.13 allows for Gloo only: importing
-ccl_torch opens it to ccl's groups). Rank 0 names the ranks that did not arrive in time (the
-first, or all with wait_all_ranks), the others hear that rank 0 did not release them, and the
-group goes on working afterwards."""
+"""What Gloo's torch backend has that ccl_torch now has too.
+
+monitored_barrier, through torch's own torch.distributed.monitored_barrier (which torch 1.13
+allows for Gloo only: importing ccl_torch opens it to ccl's groups): rank 0 names the ranks that
+did not arrive in time (the first, or all with wait_all_ranks), the others hear that rank 0 did
+not release them, and the group goes on working afterwards.
+
+allreduce of sparse COO tensors (SUM): the same values as the dense sum, with overlapping and
+disjoint indices, dense dimensions, ranks with nothing to add, every dtype ccl carries."""
 import datetime
 import time
 import unittest
@@ -50,6 +54,44 @@ def bad_timeout(rank, size):
     group = dist.distributed_c10d._get_default_group()
     expect_error(lambda: group.monitored_barrier(datetime.timedelta(seconds=0)),
                  "monitored_barrier", "timeout must be positive")
+
+
+def rank_sparse(rank, size, dtype, dense_dims):
+    """Rank r's sparse tensor: r + 1 entries at rows (r * 3 + k) % 10 (overlapping across ranks,
+    some rows twice within a rank: uncoalesced), none on the last rank; values small integers."""
+    count = 0 if rank == size - 1 and size > 1 else rank + 2
+    rows = torch.tensor([[(rank * 3 + k) % 10 for k in range(count)]], dtype=torch.int64)
+    values = torch.arange(1, count * 3**dense_dims + 1, dtype=torch.float64)
+    values = values.reshape([count] + [3] * dense_dims).to(dtype)
+    return torch.sparse_coo_tensor(rows, values, [10] + [3] * dense_dims)
+
+
+def sparse_sum(rank, size):
+    for dtype in (torch.float32, torch.float64, torch.int32, torch.int64, torch.bfloat16):
+        for dense_dims in (0, 1):
+            t = rank_sparse(rank, size, dtype, dense_dims)
+            expected = sum(rank_sparse(r, size, dtype, dense_dims).to_dense().double()
+                           for r in range(size))
+            work = dist.all_reduce(t, async_op=True)
+            work.wait()
+            assert t.is_sparse, t
+            assert torch.equal(t.to_dense().double(), expected), (dtype, dense_dims, t, expected)
+            assert work.is_completed()
+    # every rank empty
+    empty = torch.sparse_coo_tensor(torch.empty((1, 0), dtype=torch.int64), torch.empty(0), [5])
+    dist.all_reduce(empty)
+    assert empty.to_dense().count_nonzero() == 0
+    # the group goes on with dense work
+    d = torch.ones(3)
+    dist.all_reduce(d)
+    assert torch.equal(d, torch.full((3,), float(size)))
+
+
+class SparseAllreduce(unittest.TestCase):
+    def test_sums_as_the_dense_tensors_would(self):
+        for size in (1, 3):
+            with self.subTest(ranks=size):
+                run_ranks(sparse_sum, size)
 
 
 class MonitoredBarrier(unittest.TestCase):
