@@ -570,8 +570,12 @@ WorkPtr ProcessGroupCcl::recvAnysource(std::vector<at::Tensor>&, int) {
               "source rank; pass src= to recv/irecv");
 }
 
-WorkPtr ProcessGroupCcl::barrier(const c10d::BarrierOptions&) {
+WorkPtr ProcessGroupCcl::barrier(const c10d::BarrierOptions& opts) {
   auto work = new_work(OpType::BARRIER, "barrier", {});
+  // A call's own timeout bounds its wait (the barrier stays queued: a late rank still meets it).
+  if (opts.timeout != c10d::kUnsetTimeout && opts.timeout.count() > 0) {
+    work->set_wait_timeout(opts.timeout);
+  }
   lane_->submit(work, [](cclComm_t comm, cclStream_t stream) { return cclBarrier(comm, stream); });
   return work;
 }

@@ -44,6 +44,7 @@ void WorkCcl::drive() { complete(cclEventSynchronize(event_)); }
 
 bool WorkCcl::wait(std::chrono::milliseconds timeout) {
   lane_->post_batch_holding(this);
+  if (timeout == kNoTimeout) timeout = wait_timeout_;
   if (timeout == kNoTimeout) {
     drive();
   } else {

@@ -46,11 +46,15 @@ class WorkCcl : public c10d::Work {
   const Launch& held() const { return held_; }
   cclEvent_t event() const { return event_; }
   const char* name() const { return name_; }
+  // The bound of a wait() that names none (BarrierOptions::timeout): without one, the
+  // communicator's timeout bounds it.
+  void set_wait_timeout(std::chrono::milliseconds timeout) { wait_timeout_ = timeout; }
 
   bool isCompleted() override;
   std::vector<at::Tensor> result() override { return outputs_; }
-  // Waits for the operation (kNoTimeout: bounded by the communicator's timeout); raises the
-  // operation's error, or a timeout naming the operation when `timeout` passes first.
+  // Waits for the operation (kNoTimeout: for set_wait_timeout's bound, else bounded by the
+  // communicator's timeout); raises the operation's error, or a timeout naming the operation
+  // when `timeout` passes first.
   bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
   void synchronize() override {}
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
@@ -68,6 +72,7 @@ class WorkCcl : public c10d::Work {
   cclEvent_t event_ = nullptr;
   std::vector<std::pair<at::Tensor, at::Tensor>> copy_back_;  // (user tensor, staged buffer)
   std::vector<std::function<void()>> on_done_;
+  std::chrono::milliseconds wait_timeout_ = kNoTimeout;
   Launch held_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   std::atomic<bool> completing_{false};

@@ -5,6 +5,8 @@ allows for Gloo only: importing ccl_torch opens it to ccl's groups): rank 0 name
 did not arrive in time (the first, or all with wait_all_ranks), the others hear that rank 0 did
 not release them, and the group goes on working afterwards.
 
+barrier with a per-call timeout (BarrierOptions.timeout; a group's own comes from new_group's).
+
 allreduce of sparse COO tensors (SUM): the same values as the dense sum, with overlapping and
 disjoint indices, dense dimensions, ranks with nothing to add, every dtype ccl carries."""
 import datetime
@@ -85,6 +87,29 @@ def sparse_sum(rank, size):
     d = torch.ones(3)
     dist.all_reduce(d)
     assert torch.equal(d, torch.full((3,), float(size)))
+
+
+def barrier_with_its_own_timeout(rank, size):
+    opts = dist.BarrierOptions()
+    opts.timeout = datetime.timedelta(seconds=1)
+    group = dist.distributed_c10d._get_default_group()
+    if rank == size - 1:
+        time.sleep(2.5)  # late for rank 0's bound, well within the group's (60 s)
+        group.barrier(opts).wait()
+    else:
+        start = time.monotonic()
+        work = group.barrier(opts)
+        expect_error(work.wait, "barrier", "timeout of 1000 ms")
+        assert time.monotonic() - start < 1.9, time.monotonic() - start
+        work.wait(datetime.timedelta(seconds=30))  # the late rank meets it
+    t = torch.ones(2)
+    dist.all_reduce(t)
+    assert torch.equal(t, torch.full((2,), float(size)))
+
+
+class BarrierTimeout(unittest.TestCase):
+    def test_a_call_s_timeout_bounds_its_wait(self):
+        run_ranks(barrier_with_its_own_timeout, 2)
 
 
 class SparseAllreduce(unittest.TestCase):
