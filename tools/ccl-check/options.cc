@@ -112,7 +112,7 @@ std::string usage() {
   return "usage: ccl-check [-b MIN] [-e MAX] [-f FACTOR] [--iters N] [--warmup N] "
          "[--repeats N]\n"
          "                 [--collectives LIST] [--no-sweep] [--no-pairs] [--pair-bytes N]\n"
-         "                 [--latency-factor X] [--bandwidth-fraction F]\n"
+         "                 [--latency-factor X] [--bandwidth-fraction F] [--confirm-rounds N]\n"
          "                 [--min-busbw COLL:SIZE=GBPS]... [--max-latency COLL:SIZE=Nus]...\n"
          "                 [--thresholds FILE] [--baseline FILE] [--tolerance PCT]\n"
          "                 [--json FILE] [--junit FILE] [--csv FILE] [--quiet]\n"
@@ -159,6 +159,8 @@ Options parse_options(int argc, char** argv) {
       o.rule.latency_factor = parse_number(flag, value());
     else if (flag == "--bandwidth-fraction")
       o.rule.bandwidth_fraction = parse_number(flag, value());
+    else if (flag == "--confirm-rounds")
+      o.confirm_rounds = parse_count(flag, value(), 1);
     else if (flag == "--min-busbw")
       o.thresholds.push_back(parse_threshold(value(), false));
     else if (flag == "--max-latency")

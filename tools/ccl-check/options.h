@@ -31,6 +31,9 @@ struct Options {
   size_t pair_bytes = size_t{4} << 20;
   int pair_iters = 10;
   SuspectRule rule;
+  // Rounds a suspect pair is retested in, beside a reference pair; confirmed slow only if it
+  // breaks the rule in every one (main.cc, confirm_slow_pairs).
+  int confirm_rounds = 5;
   std::vector<Threshold> thresholds;
   std::string baseline;  // an earlier run's --json
   double baseline_tolerance = 0.10;

@@ -44,21 +44,26 @@ std::vector<Suspect> find_suspects(const std::vector<PairResult>& pairs, const S
 
 std::vector<Culprit> blame(const std::vector<PairResult>& pairs,
                            const std::vector<size_t>& confirmed_slow,
-                           const std::vector<std::string>& host_of_rank) {
+                           const std::vector<std::string>& host_of_rank, const SuspectRule& rule) {
   using HostPair = std::pair<std::string, std::string>;  // ordered
   auto hosts_of = [&](const PairResult& p) {
     const std::string& a = host_of_rank.at(static_cast<size_t>(p.ranks.first));
     const std::string& b = host_of_rank.at(static_cast<size_t>(p.ranks.second));
     return a < b ? HostPair{a, b} : HostPair{b, a};
   };
-  // Per pair of hosts: slow if any of its rank pairs is confirmed slow.
+  // Per pair of hosts: slow if any of its rank pairs is confirmed slow; its worst bandwidth.
   std::map<HostPair, bool> slow;
-  for (const PairResult& p : pairs) slow.emplace(hosts_of(p), false);
+  std::map<HostPair, double> bandwidth;
+  for (const PairResult& p : pairs) {
+    slow.emplace(hosts_of(p), false);
+    auto [it, fresh] = bandwidth.emplace(hosts_of(p), p.bandwidth_gbps);
+    if (!fresh) it->second = std::min(it->second, p.bandwidth_gbps);
+  }
   for (const size_t i : confirmed_slow) slow[hosts_of(pairs.at(i))] = true;
 
   std::set<std::string> hosts(host_of_rank.begin(), host_of_rank.end());
   std::vector<Culprit> out;
-  std::set<HostPair> explained;
+  std::map<HostPair, std::set<std::string>> explained;  // by the slow hosts at either end
   for (const std::string& h : hosts) {
     size_t mine = 0, mine_slow = 0;
     bool some_other_fine = false;
@@ -76,15 +81,39 @@ std::vector<Culprit> blame(const std::vector<PairResult>& pairs,
                      "every one of its " + std::to_string(mine) +
                          " links to other hosts is slow, other hosts' links are not"});
       for (const auto& [hp, is_slow] : slow) {
-        if (hp.first == h || hp.second == h) explained.insert(hp);
+        if (hp.first == h || hp.second == h) explained[hp].insert(h);
       }
     }
   }
   for (const auto& [hp, is_slow] : slow) {
-    if (!is_slow || explained.count(hp) != 0) continue;
-    out.push_back({Culprit::Link, hp.first, hp.second,
-                   hp.first == hp.second ? "slow between ranks of this host"
-                                         : "slow between these two hosts"});
+    if (!is_slow) continue;
+    if (explained.count(hp) == 0) {
+      out.push_back({Culprit::Link, hp.first, hp.second,
+                     hp.first == hp.second ? "slow between ranks of this host"
+                                           : "slow between these two hosts"});
+      continue;
+    }
+    // A slow host's link that is slower still than that host's other links is a fault of its
+    // own too (a host whose every link runs at 80% hides a link at 20% otherwise).
+    std::vector<double> others;
+    const std::set<std::string>& slow_ends = explained[hp];
+    for (const auto& [other, gbps] : bandwidth) {
+      if (other == hp || other.first == other.second) continue;
+      if (slow_ends.count(other.first) != 0 || slow_ends.count(other.second) != 0) {
+        others.push_back(gbps);
+      }
+    }
+    if (others.empty()) continue;
+    std::nth_element(others.begin(), others.begin() + others.size() / 2, others.end());
+    const double median = others[others.size() / 2];
+    if (bandwidth[hp] < rule.bandwidth_fraction * median) {
+      char reason[160];
+      std::snprintf(reason, sizeof(reason),
+                    "slower still than the slow host's other links: %.3g GB/s < %.0f%% of "
+                    "their median %.3g GB/s",
+                    bandwidth[hp], 100 * rule.bandwidth_fraction, median);
+      out.push_back({Culprit::Link, hp.first, hp.second, reason});
+    }
   }
   return out;
 }

@@ -36,7 +36,9 @@ std::vector<Suspect> find_suspects(const std::vector<PairResult>& pairs, const S
 /// (host_of_rank); a host is to blame when every pair between it and another host is
 /// confirmed slow while a pair between two other hosts is fine; otherwise each slow pair of
 /// hosts is a link to blame (both hosts named: with two hosts a slow host and a slow link look
-/// alike). A slow pair inside one host is a link of that host to itself.
+/// alike). A slow pair inside one host is a link of that host to itself. A slow host's link is
+/// named as well when its bandwidth is below rule.bandwidth_fraction of the median of that host's
+/// other links (a link at a fifth behind a host at four fifths).
 struct Culprit {
   enum Kind { Host, Link } kind;
   std::string host;       // the slow host, or one end of the link
@@ -45,6 +47,7 @@ struct Culprit {
 };
 std::vector<Culprit> blame(const std::vector<PairResult>& pairs,
                            const std::vector<size_t>& confirmed_slow,
-                           const std::vector<std::string>& host_of_rank);
+                           const std::vector<std::string>& host_of_rank,
+                           const SuspectRule& rule = {});
 
 }  // namespace ccl_check

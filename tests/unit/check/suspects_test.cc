@@ -70,6 +70,27 @@ TEST(Suspects, AHostWhoseEveryLinkIsSlowIsNamedAsTheHost) {
   EXPECT_EQ(culprits[0].host, "n3");
 }
 
+// A host whose every link is slow hides nothing: one of its links far slower than the others of
+// its two hosts is named too (as a tc-shaped link shows, whose shaping slows its hosts' ports).
+TEST(Suspects, ALinkFarSlowerThanItsSlowHostsOtherLinksIsNamedToo) {
+  auto pairs = clean4();
+  for (auto& p : pairs) {
+    if (p.ranks.first == 2 || p.ranks.second == 2) p.bandwidth_gbps = 2.4;  // host n2: 80%
+  }
+  pairs[index_of(pairs, 2, 3)].bandwidth_gbps = 0.6;  // and its link to n3: 20%
+  const auto culprits = blame(pairs, indices(find_suspects(pairs, {})), kHosts);
+  ASSERT_EQ(culprits.size(), 2u);
+  EXPECT_EQ(culprits[0].kind, Culprit::Host);
+  EXPECT_EQ(culprits[0].host, "n2");
+  EXPECT_EQ(culprits[1].kind, Culprit::Link);
+  EXPECT_EQ(culprits[1].host, "n2");
+  EXPECT_EQ(culprits[1].peer_host, "n3");
+  EXPECT_NE(culprits[1].reason.find("0.6 GB/s < 93%"), std::string::npos) << culprits[1].reason;
+  // The host's other links, as slow as each other, are not.
+  pairs[index_of(pairs, 2, 3)].bandwidth_gbps = 2.4;
+  EXPECT_EQ(blame(pairs, indices(find_suspects(pairs, {})), kHosts).size(), 1u);
+}
+
 TEST(Suspects, TwoHostsCannotTellAHostFromTheLink) {
   const std::vector<PairResult> pairs = {{{0, 1}, 10, 3}, {{0, 2}, 10, 0.1}, {{1, 2}, 10, 3}};
   const std::vector<std::string> hosts = {"a", "a", "b"};  // ranks 0, 1 on host a
