@@ -8,10 +8,18 @@ namespace ccl {
 Planner::Planner(const CommOptions& options, const CommLayout& layout, size_t chunk_bytes)
     : options_(options), layout_(layout), chunk_bytes_(chunk_bytes) {}
 
-void Planner::set_tuner(std::unique_ptr<tune::Tuner> tuner) { tuner_ = std::move(tuner); }
+void Planner::set_tuner(std::unique_ptr<tune::Tuner> tuner) {
+  tuner_ = std::move(tuner);
+  last_ = {};
+}
 
 tune::Choice Planner::plan(tune::Collective collective, size_t bytes) {
-  const tune::Choice choice = tuner_->choose(collective, bytes);
+  LastChoice& last = last_[static_cast<size_t>(collective)];
+  if (last.choice.entry == nullptr || last.bytes != bytes) {
+    last.choice = tuner_->choose(collective, bytes);
+    last.bytes = bytes;
+  }
+  const tune::Choice& choice = last.choice;
   if (choice.fallback) {
     // Once per collective: CCL_ALGO=tree says nothing about allgather, which has no tree.
     const uint32_t bit = 1u << static_cast<unsigned>(collective);
