@@ -30,14 +30,15 @@ build: deps
 run: build
 	$(BUILD)/tools/cclrun -np $(NP) $(BUILD)/perf/all_reduce_perf -b 8 -e 64M -f 2 -c 1
 
-# Each build's tests keep their tuner cache (CCL_TUNER_CACHE) in the build folder: not the
-# user's, whose figures a sanitizer build's probe would not fit.
+# Each build's tests keep their tuner cache (CCL_TUNER_CACHE) in the build folder they run in:
+# not the user's, whose figures a sanitizer build's probe would not fit.
+TEST_ENV = CCL_TUNER_CACHE=$$PWD/tuner-cache
 test: build
-	cd $(BUILD) && CCL_TUNER_CACHE=$$PWD/tuner-cache ctest --output-on-failure -j $(JOBS) --timeout 600
+	cd $(BUILD) && $(TEST_ENV) ctest --output-on-failure -j $(JOBS) --timeout 600
 
 # The tests the sanitizer subset leaves out carry this label (cmake/test_subset.cmake).
 SUBSET_OUT = exhaustive
-ASAN_CTEST = cd build-asan && CCL_TUNER_CACHE=$$PWD/tuner-cache ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j $(JOBS) \
+ASAN_CTEST = cd build-asan && $(TEST_ENV) ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j $(JOBS) \
              --timeout 900
 # The symbolic schedule sweeps (Sweep/) are single-threaded pure functions: nothing for TSan.
 # The TSan build leaves out the perf harness (perf/, perf.* tests): its code is single-threaded,
@@ -48,7 +49,7 @@ ASAN_CTEST = cd build-asan && CCL_TUNER_CACHE=$$PWD/tuner-cache ASAN_OPTIONS=det
 # Unit tests only: they run ranks as threads of one process, where races show; the multi-process
 # integration runs (a rank per process) took 250 of its 650 s of test time and run under ASan.
 TSAN_LABELS ?= unit
-TSAN_CTEST = cd build-tsan && CCL_TUNER_CACHE=$$PWD/tuner-cache TSAN_OPTIONS=halt_on_error=1 UCX_MEM_EVENTS=no ctest --output-on-failure -j $(JOBS) \
+TSAN_CTEST = cd build-tsan && $(TEST_ENV) TSAN_OPTIONS=halt_on_error=1 UCX_MEM_EVENTS=no ctest --output-on-failure -j $(JOBS) \
              --timeout 900 -L '$(TSAN_LABELS)'
 
 asan-build: deps

@@ -21,7 +21,6 @@ size=${4:-1048576}
 if [ "$fresh" = 1 ]; then
   CCL_TUNER_CACHE=$(mktemp -d /tmp/ccl-tuner-cache-XXXXXX)
   export CCL_TUNER_CACHE
-  trap 'rm -rf "$CCL_TUNER_CACHE"' EXIT
 fi
 out=$(mktemp)
 trap 'rm -f "$out"; [ "$fresh" = 1 ] && rm -rf "$CCL_TUNER_CACHE"' EXIT

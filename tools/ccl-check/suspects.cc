@@ -52,14 +52,16 @@ std::vector<Culprit> blame(const std::vector<PairResult>& pairs,
     return a < b ? HostPair{a, b} : HostPair{b, a};
   };
   // Per pair of hosts: slow if any of its rank pairs is confirmed slow; its worst bandwidth.
-  std::map<HostPair, bool> slow;
-  std::map<HostPair, double> bandwidth;
+  struct HostLink {
+    bool slow = false;
+    double gbps = 0;
+  };
+  std::map<HostPair, HostLink> links;
   for (const PairResult& p : pairs) {
-    slow.emplace(hosts_of(p), false);
-    auto [it, fresh] = bandwidth.emplace(hosts_of(p), p.bandwidth_gbps);
-    if (!fresh) it->second = std::min(it->second, p.bandwidth_gbps);
+    auto [it, fresh] = links.emplace(hosts_of(p), HostLink{false, p.bandwidth_gbps});
+    if (!fresh) it->second.gbps = std::min(it->second.gbps, p.bandwidth_gbps);
   }
-  for (const size_t i : confirmed_slow) slow[hosts_of(pairs.at(i))] = true;
+  for (const size_t i : confirmed_slow) links[hosts_of(pairs.at(i))].slow = true;
 
   std::set<std::string> hosts(host_of_rank.begin(), host_of_rank.end());
   std::vector<Culprit> out;
@@ -67,12 +69,12 @@ std::vector<Culprit> blame(const std::vector<PairResult>& pairs,
   for (const std::string& h : hosts) {
     size_t mine = 0, mine_slow = 0;
     bool some_other_fine = false;
-    for (const auto& [hp, is_slow] : slow) {
+    for (const auto& [hp, link] : links) {
       if (hp.first == hp.second) continue;  // inside one host: says nothing about its links
       if (hp.first == h || hp.second == h) {
         ++mine;
-        mine_slow += is_slow ? 1 : 0;
-      } else if (!is_slow) {
+        mine_slow += link.slow ? 1 : 0;
+      } else if (!link.slow) {
         some_other_fine = true;  // a link between two other hosts is fine
       }
     }
@@ -80,13 +82,13 @@ std::vector<Culprit> blame(const std::vector<PairResult>& pairs,
       out.push_back({Culprit::Host, h, "",
                      "every one of its " + std::to_string(mine) +
                          " links to other hosts is slow, other hosts' links are not"});
-      for (const auto& [hp, is_slow] : slow) {
+      for (const auto& [hp, link] : links) {
         if (hp.first == h || hp.second == h) explained[hp].insert(h);
       }
     }
   }
-  for (const auto& [hp, is_slow] : slow) {
-    if (!is_slow) continue;
+  for (const auto& [hp, link] : links) {
+    if (!link.slow) continue;
     if (explained.count(hp) == 0) {
       out.push_back({Culprit::Link, hp.first, hp.second,
                      hp.first == hp.second ? "slow between ranks of this host"
@@ -97,21 +99,21 @@ std::vector<Culprit> blame(const std::vector<PairResult>& pairs,
     // own too (a host whose every link runs at 80% hides a link at 20% otherwise).
     std::vector<double> others;
     const std::set<std::string>& slow_ends = explained[hp];
-    for (const auto& [other, gbps] : bandwidth) {
+    for (const auto& [other, other_link] : links) {
       if (other == hp || other.first == other.second) continue;
       if (slow_ends.count(other.first) != 0 || slow_ends.count(other.second) != 0) {
-        others.push_back(gbps);
+        others.push_back(other_link.gbps);
       }
     }
     if (others.empty()) continue;
     std::nth_element(others.begin(), others.begin() + others.size() / 2, others.end());
     const double median = others[others.size() / 2];
-    if (bandwidth[hp] < rule.bandwidth_fraction * median) {
+    if (link.gbps < rule.bandwidth_fraction * median) {
       char reason[160];
       std::snprintf(reason, sizeof(reason),
                     "slower still than the slow host's other links: %.3g GB/s < %.0f%% of "
                     "their median %.3g GB/s",
-                    bandwidth[hp], 100 * rule.bandwidth_fraction, median);
+                    link.gbps, 100 * rule.bandwidth_fraction, median);
       out.push_back({Culprit::Link, hp.first, hp.second, reason});
     }
   }

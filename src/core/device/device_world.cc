@@ -121,8 +121,6 @@ std::unique_ptr<DeviceWorld> DeviceWorld::create(const Setup& setup, const AllGa
   }
   if (setup.rank == 0) page->unlink();  // every rank has mapped it
   world->page_ = std::move(page);
-  world->one_device_ = std::all_of(offers.begin(), offers.end(),
-                                   [&](const Offer& o) { return o.device == offers[0].device; });
   for (int q = 0; q < n; ++q) {
     world->shares_legacy_stream_ =
         world->shares_legacy_stream_ || (q != setup.rank && offers[q].device == mine.device &&

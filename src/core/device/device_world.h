@@ -92,7 +92,7 @@ class DeviceWorld {
 
   void* context() const { return context_; }
   // Every rank's buffers are on one GPU (the cost model's case of a shared memory).
-  bool one_device() const { return one_device_; }
+  bool one_device() const { return link_ == cuda::PeerLink::SameDevice; }
   // The slowest link between two of the ranks' GPUs (SameDevice: all on one GPU).
   cuda::PeerLink link() const { return link_; }
   algo::device::Shape shape(size_t elem_size) const {
@@ -143,7 +143,6 @@ class DeviceWorld {
   const AbortFlag* const abort_;
   const Failure on_failure_;
   void* context_ = nullptr;
-  bool one_device_ = true;
   cuda::PeerLink link_ = cuda::PeerLink::SameDevice;
   // Another rank of this process is on this rank's GPU: they share its legacy stream, on which
   // one rank's program would wait for the other's, queued behind it (refused in enqueue).

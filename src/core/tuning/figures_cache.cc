@@ -1,7 +1,5 @@
 #include "core/tuning/figures_cache.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <random>
 
@@ -37,17 +36,6 @@ uint64_t fnv1a(const std::string& text) {
 std::string env_or_empty(const char* name) {
   const char* value = std::getenv(name);
   return value != nullptr ? value : "";
-}
-
-// mkdir -p, 0755; true if `dir` exists as a directory afterwards.
-bool make_directories(const std::string& dir) {
-  for (size_t slash = dir.find('/', 1);; slash = dir.find('/', slash + 1)) {
-    const std::string prefix = dir.substr(0, slash);
-    if (!prefix.empty() && mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST) return false;
-    if (slash == std::string::npos) break;
-  }
-  struct stat st {};
-  return stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
 }  // namespace
@@ -107,10 +95,12 @@ std::optional<Figures> read_cached_figures(const std::string& path, const std::s
 }
 
 bool write_cached_figures(const std::string& path, const std::string& key, const Figures& figures) {
-  const std::string dir = path.substr(0, path.rfind('/'));
-  if (!make_directories(dir)) {
+  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);  // mkdir -p, 0777 less the umask
+  if (error) {
     CCL_WARN(kTune, "tuner cache: cannot make directory %s: %s (set CCL_TUNER_CACHE)", dir.c_str(),
-             strerror(errno));
+             error.message().c_str());
     return false;
   }
   // A name of this process's own, then an atomic rename: a reader sees the old entry, the new
