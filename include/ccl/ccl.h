@@ -208,6 +208,17 @@ CCL_API cclResult_t cclSend(const void* sendbuff, size_t count, cclDataType_t da
                             cclComm_t comm, cclStream_t stream);
 CCL_API cclResult_t cclRecv(void* recvbuff, size_t count, cclDataType_t datatype, int peer,
                             cclComm_t comm, cclStream_t stream);
+/** A receive from whichever peer's message arrives first (beyond NCCL, for PyTorch's
+ *  recvAnysource, as MPI_ANY_SOURCE): the sender calls plain cclSend. The call first waits for
+ *  everything queued on the communicator (any stream) to finish, then for a peer's message of
+ *  `count` elements to begin arriving, receives it into host memory `recvbuff` and sets *peer to
+ *  its sender; it returns when the message is in, so work queued on `stream` afterwards comes
+ *  after it. Every wait is bounded by the communicator's timeout (cclTimeout). A peer's messages
+ *  still match in order: the message taken is that peer's next one. Not inside a group
+ *  (cclInvalidUsage), not with count 0 (an empty send sends nothing to match: cclInvalidArgument),
+ *  not over a transport whose sender waits for the receiver (ib: cclInvalidUsage naming it). */
+CCL_API cclResult_t cclRecvAnySource(void* recvbuff, size_t count, cclDataType_t datatype,
+                                     int* peer, cclComm_t comm, cclStream_t stream);
 CCL_API cclResult_t cclBarrier(cclComm_t comm, cclStream_t stream);
 CCL_API cclResult_t cclGroupStart(void);
 CCL_API cclResult_t cclGroupEnd(void);

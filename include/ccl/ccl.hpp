@@ -922,6 +922,18 @@ class Communicator {
                   "cclRecv", comm_);
   }
 
+  /// Receives `data` from whichever peer's message arrives first and returns that peer
+  /// (cclRecvAnySource: blocks until the message is in, after the communicator's queued work).
+  template <detail::mutable_buffer Data>
+  int recv_any_source(Data&& data, StreamRef stream = {}) {
+    auto d = detail::as_span(data);
+    int peer = -1;
+    detail::check(cclRecvAnySource(d.data(), d.size(), datatype_of<detail::element_t<Data>>, &peer,
+                                   comm_, stream.get()),
+                  "cclRecvAnySource", comm_);
+    return peer;
+  }
+
   /// Returns (or, on a stream, completes) once every rank has called it (cclBarrier).
   void barrier(StreamRef stream = {}) {
     detail::check(cclBarrier(comm_, stream.get()), "cclBarrier", comm_);

@@ -195,6 +195,70 @@ Executor::Executor(PeerLinks links, WaitPolicy policy, const AbortFlag* abort)
   }
 }
 
+namespace {
+
+// The waits' first two phases: a pause (Spin) or a yield of the core (Yield), then true; false in
+// the Sleep phase, where the caller sleeps its own way.
+bool pause_unless_sleeping(WaitPolicy::Phase phase) {
+  switch (phase) {
+    case WaitPolicy::Phase::Spin:
+#if defined(__x86_64__)
+      __builtin_ia32_pause();
+#endif
+      return true;
+    case WaitPolicy::Phase::Yield:
+      sched_yield();
+      return true;
+    case WaitPolicy::Phase::Sleep:
+      break;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::vector<int> Executor::probe_peers(int self, const char* what) const {
+  std::vector<int> peers;
+  for (size_t p = 0; p < links_.connection.size(); ++p) {
+    const transport::Connection* c = links_.connection[p];
+    if (static_cast<int>(p) == self || c == nullptr) continue;
+    if (!c->can_probe()) {
+      throw_error(cclInvalidUsage,
+                  "%s: rank %zu is reached over %s, which cannot tell which peer sends first (its "
+                  "sender writes only once the receiver asks); receive from a named source",
+                  what, p, links_.transport[p]->name());
+    }
+    peers.push_back(static_cast<int>(p));
+  }
+  if (peers.empty()) {
+    throw_error(cclInvalidUsage,
+                "%s: no peer to receive from (a rank's messages to itself are received in the "
+                "group that sends them)",
+                what);
+  }
+  return peers;
+}
+
+int Executor::probe_any(std::span<const int> peers, Deadline deadline, const OpLabel& what) {
+  const Clock::time_point since = Clock::now();
+  for (;;) {
+    for (size_t i = 0; i < peers.size(); ++i) {
+      const size_t k = (next_probe_ + i) % peers.size();
+      if (links_.connection[static_cast<size_t>(peers[k])]->incoming()) {
+        next_probe_ = k + 1;
+        return peers[k];
+      }
+    }
+    const auto now = Clock::now();
+    throw_if_stopped(abort_, deadline, now, what, [&](std::vector<int>& pending) {
+      pending.assign(peers.begin(), peers.end());
+    });
+    if (!pause_unless_sleeping(policy_.phase(now - since))) {
+      for (auto* t : transports_) t->wait(deadline.remaining(kProbeSleep));
+    }
+  }
+}
+
 void Executor::wait_for_progress(Deadline deadline, const OpLabel& what,
                                  Clock::time_point idle_since) {
   const auto now = Clock::now();
@@ -204,18 +268,7 @@ void Executor::wait_for_progress(Deadline deadline, const OpLabel& what,
       if (c != nullptr && c->busy()) pending.push_back(static_cast<int>(peer));
     }
   });
-  switch (policy_.phase(now - idle_since)) {
-    case WaitPolicy::Phase::Spin:
-#if defined(__x86_64__)
-      __builtin_ia32_pause();
-#endif
-      return;
-    case WaitPolicy::Phase::Yield:
-      sched_yield();
-      return;
-    case WaitPolicy::Phase::Sleep:
-      break;
-  }
+  if (pause_unless_sleeping(policy_.phase(now - idle_since))) return;
   // Sleep in the transports that have work pending; with several, in short turns.
   transport::Transport* sleepers[4] = {};
   size_t count = 0;

@@ -139,6 +139,17 @@ class Executor {
   void run(const Schedule& schedule, const ExecBuffers& buffers, const ExecOp& op,
            Deadline deadline, const OpLabel& what);
 
+  // A receive from any source: the peer of `peers` whose message began arriving first, looked
+  // for with Connection::incoming() round-robin from the peer after the last one found (so one
+  // busy sender does not starve the others), waiting as run() does (spin, yield, then sleeps of
+  // kProbeSleep in the transports: a connection with nothing posted need not wake a wait()).
+  // Timeout at the deadline, RemoteError on abort. `peers` comes from probe_peers().
+  int probe_any(std::span<const int> peers, Deadline deadline, const OpLabel& what);
+  // The peers a receive from any source asks (all but `self`), before the operation starts:
+  // InvalidUsage when there is none, or a peer's transport cannot tell (Connection::can_probe).
+  std::vector<int> probe_peers(int self, const char* what) const;
+  static constexpr std::chrono::microseconds kProbeSleep{100};
+
  private:
   void run_round(Schedule::Round round, const ExecBuffers& buffers, const ExecOp& op,
                  Deadline deadline, const OpLabel& what);
@@ -157,6 +168,7 @@ class Executor {
   WaitPolicy policy_;
   Posted posted_;
   std::vector<int> pending_;  // for the WaitObserver, reused
+  size_t next_probe_ = 0;     // probe_any's first peer to ask
   const AbortFlag* abort_;
 };
 

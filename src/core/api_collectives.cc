@@ -303,6 +303,34 @@ cclResult_t cclRecv(void* recvbuff, size_t count, cclDataType_t datatype, int pe
   return point_to_point(false, recvbuff, count, datatype, peer, comm, stream, "cclRecv");
 }
 
+cclResult_t cclRecvAnySource(void* recvbuff, size_t count, cclDataType_t datatype, int* peer,
+                             cclComm_t comm, cclStream_t stream) {
+  const char* fn = "cclRecvAnySource";
+  return guarded(comm, fn, [&] {
+    checked_comm(comm, fn);
+    check_datatype(datatype, fn);
+    check_count(count, datatype, fn);
+    check_buffer(recvbuff, "recvbuff", count, fn);
+    checked_stream(stream, fn);
+    if (peer == nullptr) throw_error(cclInvalidArgument, "%s: peer is NULL", fn);
+    if (count == 0) {
+      throw_error(cclInvalidArgument,
+                  "%s: count is 0; an empty send sends nothing, so there is no message to match",
+                  fn);
+    }
+    if (group::active()) {
+      throw_error(cclInvalidUsage,
+                  "%s: inside a group; a receive from any source cannot be matched with the "
+                  "group's other operations (call it outside cclGroupStart/cclGroupEnd)",
+                  fn);
+    }
+    // A reference of its own: cclCommAbort from another thread may drop the handle's.
+    const std::shared_ptr<Communicator> hold = comm->impl;
+    *peer = hold->receive_from_any(static_cast<std::byte*>(recvbuff),
+                                   count * reduce::datatype_size(datatype));
+  });
+}
+
 cclResult_t cclGroupStart(void) {
   group::start();
   return cclSuccess;

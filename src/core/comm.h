@@ -104,6 +104,12 @@ class Communicator {
   void point_to_point(std::span<const algo::PointToPoint> operations,
                       std::span<std::byte* const> buffers);
 
+  // cclRecvAnySource: after everything queued on this communicator (its background queue and
+  // every stream) is done, waits for the first peer whose message begins to arrive
+  // (Executor::probe_any), receives `bytes` from it into host memory `buffer` as a cclRecv
+  // would, and returns that peer.
+  int receive_from_any(std::byte* buffer, size_t bytes);
+
   // cclCommSplit (comm_split.cc): collective over this communicator, after the work queued on a
   // non-blocking one. Ranks of equal `color` form a new communicator, ordered by (key, rank
   // here); CCL_SPLIT_NOCOLOR gives nullptr. `options` supplies the new communicator's timeout,

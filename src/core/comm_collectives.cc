@@ -203,6 +203,33 @@ void Communicator::point_to_point(std::span<const algo::PointToPoint> operations
   });
 }
 
+int Communicator::receive_from_any(std::byte* buffer, size_t bytes) {
+  drain_background();
+  async_.wait_queued("cclRecvAnySource");
+  std::lock_guard lock(runner_.mutex());
+  runner_.check_usable("cclRecvAnySource");
+  // Usage errors before the operation starts: they leave the communicator usable.
+  const std::vector<int> peers = peers_.executor().probe_peers(rank(), "cclRecvAnySource");
+  const CallMemory memory = peers_.resolve_memory("cclRecvAnySource", buffer, buffer);
+  if (!is_host_memory(memory.input_kind)) {
+    throw_error(cclInvalidUsage,
+                "cclRecvAnySource: recvbuff is %s memory; a receive from any source takes host "
+                "memory (device buffers move as device programs, which name their peer)",
+                memory_kind_name(memory.input_kind));
+  }
+  int source = -1;
+  {
+    const OpRunner::OpScope scope = runner_.begin_op({OpKind::SendRecv, 1, -1, -1, -1, -1});
+    runner_.run_op("recv from any source", [&](Deadline deadline, const algo::OpLabel& name) {
+      source = peers_.executor().probe_any(peers, deadline, name);
+    });
+  }
+  const algo::PointToPoint op{false, source, bytes};
+  std::byte* const buffers[] = {buffer};
+  point_to_point_host({&op, 1}, buffers);
+  return source;
+}
+
 // The host path of each collective: the caller holds op_mutex_.
 
 void Communicator::reduce_to(const void* sendbuff, void* recvbuff, size_t count, cclDataType_t type,

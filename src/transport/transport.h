@@ -90,6 +90,15 @@ class Connection {
   // True if requests are posted and not complete.
   virtual bool busy() const = 0;
 
+  // A receive from any source (Executor::probe_any) asks every peer's connection, without
+  // blocking, whether that peer has begun a message no receive posted here has claimed yet: its
+  // first slot, frame header, chunk or announcement has arrived (or the peer failed, so that a
+  // receive from it reports the failure). False while receives are posted. A transport that
+  // cannot tell (ib: a sender writes only once the receiver has asked) keeps can_probe() false,
+  // and the receive is refused.
+  virtual bool can_probe() const { return false; }
+  virtual bool incoming() { return false; }
+
  protected:
   explicit Connection(int peer) : peer_(peer) {}
 

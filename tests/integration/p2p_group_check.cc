@@ -1,8 +1,9 @@
 // Send/recv and groups: a ring inside a group (NULL stream and a cclStream_t), sends and receives
 // posted in opposite orders on the two sides of a pair, several messages between one pair matched
 // in posting order, send to self, sends/receives and collectives mixed in one group, nested
-// groups (nothing issued before the outer end), blocking pairs outside a group, count 0, and
-// errors (cclGroupEnd without cclGroupStart, argument errors returned by the call that has them).
+// groups (nothing issued before the outer end), blocking pairs outside a group, count 0, a
+// receive from any source, and errors (cclGroupEnd without cclGroupStart, argument errors returned
+// by the call that has them).
 #include <string>
 #include <vector>
 
@@ -205,6 +206,89 @@ void check_ungrouped(const Context& ctx) {
   }
 }
 
+// cclRecvAnySource: rank 0 takes two messages from every other rank in whatever order they come
+// (their payloads name the sender it reports), once small and once large (many slots, chunks,
+// staged pieces), then acknowledges each sender by a named send so that the next round's
+// messages cannot be mistaken for this one's. Then a receive queued on the stream before the call
+// takes the peer's first message and the call its second; then the errors.
+void check_any_source(const Context& ctx) {
+  const int n = ctx.nranks;
+  float x[4] = {};
+  int source = -7;
+  EXPECT_RESULT(cclRecvAnySource(x, 4, cclFloat32, nullptr, ctx.comm, nullptr), cclInvalidArgument);
+  EXPECT_RESULT(cclRecvAnySource(x, 0, cclFloat32, &source, ctx.comm, nullptr), cclInvalidArgument);
+  EXPECT_RESULT(cclRecvAnySource(nullptr, 4, cclFloat32, &source, ctx.comm, nullptr),
+                cclInvalidArgument);
+  EXPECT_RESULT(cclRecvAnySource(x, 4, cclFloat32, &source, nullptr, nullptr), cclInvalidArgument);
+  if (EXPECT_RESULT(cclGroupStart(), cclSuccess)) {
+    EXPECT_RESULT(cclRecvAnySource(x, 4, cclFloat32, &source, ctx.comm, nullptr), cclInvalidUsage);
+    EXPECT_RESULT(cclGroupEnd(), cclSuccess);
+  }
+  if (n == 1) {  // no peer: refused, not a wait until the timeout
+    EXPECT_RESULT(cclRecvAnySource(x, 4, cclFloat32, &source, ctx.comm, nullptr), cclInvalidUsage);
+    return;
+  }
+  int ack = 0;
+  for (const size_t count : {size_t{7}, size_t{300007}}) {
+    const size_t bytes = count * sizeof(float);
+    if (g_rank != 0) {
+      Buffer send(bytes, 0);
+      for (int m = 0; m < 2; ++m) {
+        fill_message(cclFloat32, send.data, g_rank, 10 + m, count);
+        EXPECT_RESULT(cclSend(send.data, count, cclFloat32, 0, ctx.comm, nullptr), cclSuccess);
+      }
+      EXPECT_RESULT(cclRecv(&ack, 1, cclInt32, 0, ctx.comm, nullptr), cclSuccess);
+      continue;
+    }
+    std::vector<int> taken(static_cast<size_t>(n), 0);
+    Buffer recv(bytes, 1);
+    for (int k = 0; k < 2 * (n - 1); ++k) {
+      source = -7;
+      const cclStream_t stream = k % 2 == 0 ? nullptr : ctx.stream;
+      if (!EXPECT_RESULT(cclRecvAnySource(recv.data, count, cclFloat32, &source, ctx.comm, stream),
+                         cclSuccess)) {
+        return;
+      }
+      if (!EXPECT_TRUE(source > 0 && source < n && taken[static_cast<size_t>(source)] < 2)) return;
+      const std::string what = "message " + std::to_string(taken[static_cast<size_t>(source)]) +
+                               " from any source (rank " + std::to_string(source) + ")";
+      check_message(what.c_str(), cclFloat32, recv.data, source,
+                    10 + taken[static_cast<size_t>(source)]++, count);
+    }
+    for (int p = 1; p < n; ++p) {
+      EXPECT_RESULT(cclSend(&ack, 1, cclInt32, p, ctx.comm, nullptr), cclSuccess);
+    }
+  }
+  // The stream's queued receive comes first.
+  const size_t count = 1003;
+  if (g_rank == 1) {
+    Buffer send(count * 4, 0);
+    for (int m = 0; m < 2; ++m) {
+      fill_message(cclFloat32, send.data, g_rank, 20 + m, count);
+      EXPECT_RESULT(cclSend(send.data, count, cclFloat32, 0, ctx.comm, nullptr), cclSuccess);
+    }
+  } else if (g_rank == 0) {
+    Buffer first(count * 4, 1), second(count * 4, 2);
+    EXPECT_RESULT(cclRecv(first.data, count, cclFloat32, 1, ctx.comm, ctx.stream), cclSuccess);
+    source = -7;
+    if (EXPECT_RESULT(cclRecvAnySource(second.data, count, cclFloat32, &source, ctx.comm, nullptr),
+                      cclSuccess) &&
+        EXPECT_TRUE(source == 1)) {
+      EXPECT_RESULT(cclStreamSynchronize(ctx.stream), cclSuccess);
+      check_message("queued receive before any source", cclFloat32, first.data, 1, 20, count);
+      check_message("any source after a queued receive", cclFloat32, second.data, 1, 21, count);
+    }
+  }
+  // Nobody sends to rank 0 (the next part's ring does) before it is done with any source.
+  if (g_rank == 0) {
+    for (int p = 1; p < n; ++p) {
+      EXPECT_RESULT(cclSend(&ack, 1, cclInt32, p, ctx.comm, nullptr), cclSuccess);
+    }
+  } else {
+    EXPECT_RESULT(cclRecv(&ack, 1, cclInt32, 0, ctx.comm, nullptr), cclSuccess);
+  }
+}
+
 void check_errors(const Context& ctx, bool groups) {
   const int n = ctx.nranks;
   float x[8] = {};
@@ -261,6 +345,7 @@ void run_point_to_point(const Context& ctx) {
   check_self(ctx);
   check_mixed(ctx);
   check_nested(ctx);
+  check_any_source(ctx);
   check_ring(ctx, cclInt64, 7, nullptr);  // the state after all of the above is clean
 }
 

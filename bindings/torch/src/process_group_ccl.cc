@@ -564,10 +564,33 @@ WorkPtr ProcessGroupCcl::recv(std::vector<at::Tensor>& tensors, int src, int /*t
   return work;
 }
 
-WorkPtr ProcessGroupCcl::recvAnysource(std::vector<at::Tensor>&, int) {
-  TORCH_CHECK(false,
-              "ccl recvAnysource: not supported: ccl matches every message to a named "
-              "source rank; pass src= to recv/irecv");
+// cclRecvAnySource with the group to itself (run_exclusive): it waits for the group's queued
+// operations, then for the first peer whose message begins to arrive, and receives it. So the
+// call returns once the message is in (irecv without src is a blocking recv; Gloo's returns at
+// once); the work is complete, and its _source_rank() names the sender.
+WorkPtr ProcessGroupCcl::recvAnysource(std::vector<at::Tensor>& tensors, int /*tag*/) {
+  const char* name = "recv";
+  const at::Tensor& t = single_tensor(name, tensors);
+  const cclDataType_t type = datatype_of(name, t);
+  Staged s = stage_inout(t);
+  int source = -1;
+  {
+    // The wait may take the communicator's whole timeout: without the GIL.
+    std::optional<pybind11::gil_scoped_release> no_gil;
+    if (Py_IsInitialized() != 0 && PyGILState_Check() != 0) no_gil.emplace();
+    lane_->run_exclusive([&](cclComm_t comm) {
+      const cclResult_t r =
+          cclRecvAnySource(s.buffer.data_ptr(), s.buffer.numel(), type, &source, comm, nullptr);
+      // A usage error leaves the communicator usable; anything else failed it.
+      if (r != cclSuccess && r != cclInvalidArgument && r != cclInvalidUsage) lane_->note_failure();
+      TORCH_CHECK(r == cclSuccess, lane_->error_text("recv from any source", r));
+    });
+  }
+  for (auto& [user, staged] : s.copy_back) user.copy_(staged);
+  auto work = new_work(OpType::RECVANYSOURCE, name, tensors);
+  work->set_source_rank(source);
+  lane_->submit(work, [](cclComm_t, cclStream_t) { return cclSuccess; });  // done already
+  return work;
 }
 
 WorkPtr ProcessGroupCcl::barrier(const c10d::BarrierOptions& opts) {

@@ -12,10 +12,10 @@
 //   alltoall_base (with or without splits), alltoall   cclAlltoAll / cclAlltoAllV
 //   gather, scatter                              one ccl group of sends and receives at the root
 //   send, recv                                   cclSend / cclRecv, batched into groups (OpLane)
+//   recv without src (recvAnysource)             cclRecvAnySource, blocking (see the .cc)
 //   monitored_barrier                            check-ins through the group's store (below)
 // Refused with a RuntimeError naming the operation and why: bitwise reductions, sparse tensors
-// elsewhere, CUDA tensors, dtypes ccl lacks, recvAnysource (ccl matches every message to a named
-// peer). Non-contiguous tensors are copied to contiguous buffers and, for outputs, copied back.
+// elsewhere, CUDA tensors, dtypes ccl lacks. Non-contiguous tensors are copied to contiguous buffers and, for outputs, copied back.
 #pragma once
 
 #include <chrono>

@@ -50,6 +50,12 @@ class WorkCcl : public c10d::Work {
   // communicator's timeout bounds it.
   void set_wait_timeout(std::chrono::milliseconds timeout) { wait_timeout_ = timeout; }
 
+  // recvAnysource: the rank the message came from (Work::sourceRank, Python's _source_rank()).
+  void set_source_rank(int rank) { source_rank_ = rank; }
+  int sourceRank() const override {
+    return source_rank_ >= 0 ? source_rank_ : c10d::Work::sourceRank();
+  }
+
   bool isCompleted() override;
   std::vector<at::Tensor> result() override { return outputs_; }
   // Waits for the operation (kNoTimeout: for set_wait_timeout's bound, else bounded by the
@@ -73,6 +79,7 @@ class WorkCcl : public c10d::Work {
   std::vector<std::pair<at::Tensor, at::Tensor>> copy_back_;  // (user tensor, staged buffer)
   std::vector<std::function<void()>> on_done_;
   std::chrono::milliseconds wait_timeout_ = kNoTimeout;
+  int source_rank_ = -1;
   Launch held_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   std::atomic<bool> completing_{false};

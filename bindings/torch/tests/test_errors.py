@@ -29,7 +29,7 @@ def bad_input(rank, size):
     expect_error(lambda: dist.all_gather([torch.ones(4)] * (size + 1), t), "allgather",
                  "output tensors")
     expect_error(lambda: dist.all_gather([torch.ones(3)] * size, t), "allgather", "elements")
-    expect_error(lambda: dist.recv(torch.ones(2)), "recvAnysource")
+    expect_error(lambda: dist.recv(torch.ones(0)), "recv from any source", "count is 0")
     expect_error(lambda: dist.all_to_all_single(torch.empty(3 * size), torch.ones(3 * size),
                                                 input_split_sizes=[1] * (size + 1)),
                  "alltoall_base", "split sizes")

@@ -8,7 +8,11 @@ not release them, and the group goes on working afterwards.
 barrier with a per-call timeout (BarrierOptions.timeout; a group's own comes from new_group's).
 
 allreduce of sparse COO tensors (SUM): the same values as the dense sum, with overlapping and
-disjoint indices, dense dimensions, ranks with nothing to add, every dtype ccl carries."""
+disjoint indices, dense dimensions, ranks with nothing to add, every dtype ccl carries.
+
+recv and irecv without src (recvAnysource), as torch's own test_send_recv_any_source does it:
+each rank in turn receives two messages from every other rank in whatever order they come, and
+recv's return value and irecv's work._source_rank() name the sender its payload names."""
 import datetime
 import time
 import unittest
@@ -105,6 +109,53 @@ def barrier_with_its_own_timeout(rank, size):
     t = torch.ones(2)
     dist.all_reduce(t)
     assert torch.equal(t, torch.full((2,), float(size)))
+
+
+def send_recv_any_source(rank, size):
+    senders = []
+    for receiver in range(size):
+        if receiver != rank:
+            for _ in range(2):  # one for recv, one for irecv
+                dist.send(torch.full((10,), float(rank)), receiver)
+            continue
+        for _ in range(size - 1):
+            for mode in ("recv", "irecv"):
+                out = torch.full((10,), -1.0)
+                if mode == "recv":
+                    sender = dist.recv(out)
+                else:
+                    work = dist.irecv(out)
+                    work.wait()
+                    sender = work._source_rank()
+                assert sender != rank and torch.equal(out, torch.full((10,), float(sender))), \
+                    (mode, sender, out)
+                senders.append(sender)
+    assert sorted(senders) == sorted(2 * [r for r in range(size) if r != rank]), senders
+    # a large message (many slots), a strided tensor, then dense work: the group goes on
+    if rank == 0:
+        big = torch.empty(1 << 18, 2)[:, 0]  # non-contiguous: staged, copied back
+        assert dist.recv(big) == 1 and torch.equal(big, torch.arange(1 << 18, dtype=torch.float32))
+    elif rank == 1:
+        dist.send(torch.arange(1 << 18, dtype=torch.float32), 0)
+    t = torch.ones(3)
+    dist.all_reduce(t)
+    assert torch.equal(t, torch.full((3,), float(size)))
+
+
+def any_source_alone(rank, size):
+    expect_error(lambda: dist.recv(torch.ones(2)), "recv from any source", "no peer")
+    t = torch.ones(3)
+    dist.all_reduce(t)
+
+
+class RecvAnySource(unittest.TestCase):
+    def test_each_rank_takes_every_other_rank_s_messages(self):
+        for size in (2, 3):
+            with self.subTest(ranks=size):
+                run_ranks(send_recv_any_source, size)
+
+    def test_a_group_of_one_is_refused(self):
+        run_ranks(any_source_alone, 1)
 
 
 class BarrierTimeout(unittest.TestCase):

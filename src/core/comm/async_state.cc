@@ -92,10 +92,10 @@ void AsyncState::queued_end() {
   }
 }
 
-void AsyncState::wait_queued() {
+void AsyncState::wait_queued(const char* what) {
   std::unique_lock<std::mutex> lock(queued_mutex_);
   if (!queued_done_.wait_for(lock, options_.timeout, [&] { return queued_.load() == 0; })) {
-    throw_error(cclTimeout, "cclCommFinalize: %d operation(s) queued on streams did not finish",
+    throw_error(cclTimeout, "%s: %d operation(s) queued on streams did not finish", what,
                 queued_.load());
   }
 }

@@ -56,8 +56,9 @@ class AsyncState {
   // Stream work of this communicator: counted so that finalize can wait for it.
   void queued_begin();
   void queued_end();
-  // cclCommFinalize's wait (bounded by the timeout) until the work queued on streams is done.
-  void wait_queued();
+  // The wait of `what` (cclCommFinalize, cclRecvAnySource), bounded by the timeout, until the
+  // work queued on streams is done.
+  void wait_queued(const char* what = "cclCommFinalize");
 
  private:
   const CommOptions& options_;

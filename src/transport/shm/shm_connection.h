@@ -27,6 +27,11 @@ class ShmConnection final : public Connection {
   void post_recv(RecvRequest* request) override;
   bool progress() override;
   bool busy() const override { return !sends_.empty() || !recvs_.empty(); }
+  bool can_probe() const override { return true; }
+  // A slot the peer published that no posted receive took (reads the shared head only).
+  bool incoming() override {
+    return recvs_.empty() && in_.control->head.value.load(std::memory_order_acquire) != recv_tail_;
+  }
 
   // Whether progress() would move something now (reads the shared counters only). Used by
   // Transport::wait() to re-check before it sleeps.

@@ -60,6 +60,15 @@ bool TcpConnection::idle_peer_gone(bool abort_fails) {
   fail_notice(frame);
 }
 
+bool TcpConnection::incoming() {
+  if (!recvs_.empty()) return false;
+  if (failed_) return true;  // a receive from this peer reports its failure
+  if (!socket_.valid()) return false;
+  NoticeFrame frame{};
+  const ssize_t n = peek_frame(&frame);
+  return message_waiting(n, errno, frame);
+}
+
 std::optional<FailureNotice> TcpConnection::peek_notice() {
   if (notice_received_ || !socket_.valid()) return notice_received_;
   // Only at a message boundary are the next bytes a header.

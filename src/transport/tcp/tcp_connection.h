@@ -33,6 +33,8 @@ class TcpConnection final : public Connection {
   void post_recv(RecvRequest* request) override;
   bool progress() override;
   bool busy() const override { return !sends_.empty() || !recvs_.empty(); }
+  bool can_probe() const override { return true; }
+  bool incoming() override;  // peeks at the next frame header (socket 0's with several)
 
   // For Transport::wait(): the socket and what to poll it for while busy.
   int fd() const { return socket_.fd(); }

@@ -70,4 +70,14 @@ inline IdlePeek classify_idle_peek(ssize_t n, int err, const NoticeFrame& frame,
   return IdlePeek::kNotice;
 }
 
+// For a receive from any source (Connection::incoming): whether a peek at a socket with nothing
+// posted shows what a posted receive would take or fail on: a frame (a message's header, a
+// failure notice), or a peer gone without a goodbye. A goodbye, or nothing yet: false.
+inline bool message_waiting(ssize_t n, int err, const NoticeFrame& frame) {
+  if (n < 0) return !is_transient(err);
+  if (n == 0) return true;
+  return static_cast<size_t>(n) < sizeof(frame) || frame.magic != kNoticeMagic ||
+         frame.kind != kDeparted;
+}
+
 }  // namespace ccl::transport::tcp

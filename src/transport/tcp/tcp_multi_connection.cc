@@ -386,6 +386,14 @@ ssize_t MultiConnection::peek_frame(NoticeFrame* frame) {
   return n;
 }
 
+bool MultiConnection::incoming() {
+  if (!recvs_.empty()) return false;
+  if (failed_) return true;  // a receive from this peer reports its failure
+  NoticeFrame frame{};
+  const ssize_t n = peek_frame(&frame);
+  return message_waiting(n, errno, frame);
+}
+
 void MultiConnection::send_notice(const FailureNotice& notice) {
   if (notice_sent_) return;
   notice_sent_ = true;

@@ -61,6 +61,8 @@ class MultiConnection final : public Connection {
   void post_recv(RecvRequest* request) override;
   bool progress() override;
   bool busy() const override { return !sends_.empty() || !recvs_.empty(); }
+  bool can_probe() const override { return true; }
+  bool incoming() override;  // peeks at the next frame header (socket 0's with several)
 
   int nsockets() const { return static_cast<int>(lanes_.size()); }
   int nworkers() const { return static_cast<int>(workers_.size()); }

@@ -99,6 +99,18 @@ bool UcxConnection::advance() {
   }
 }
 
+bool UcxConnection::incoming() {
+  if (!recvs_.empty()) return false;
+  if (failed_ || endpoint_failed()) return true;  // a receive from this peer reports the failure
+  worker_.progress();
+  advance();  // idle: takes the control messages (announcements) that arrived
+  if (ready_to_send_.count(recv_sequence_) != 0) return true;
+  if (poll_notice() && failure_notice().has_value()) return true;
+  ucp_tag_recv_info_t info{};
+  return ucp_tag_probe_nb(worker_.worker(), make_tag(Channel::kPayload, peer(), recv_sequence_, 0),
+                          kPayloadRecvMask, 0, &info) != nullptr;
+}
+
 // Whatever completed has been taken. A kFailed notice fails the connection at once (it ends every
 // wait). A goodbye, an abort or an endpoint error after either fails it only for a request the
 // peer will never serve: a send to it, or a receive of a message it had not completed when it

@@ -98,6 +98,10 @@ class UcxConnection final : public Connection {
   // Progresses the worker, then advance().
   bool progress() override;
   bool busy() const override { return !sends_.empty() || !recvs_.empty(); }
+  bool can_probe() const override { return true; }
+  // Progresses the worker, then looks for the next message's announcement (kReadyToSend) or its
+  // chunk 0 in UCX's unexpected queue (ucp_tag_probe_nb, which takes nothing).
+  bool incoming() override;
 
   // Advances this peer's requests after the worker was progressed. Throws the connection's
   // error while busy.
