@@ -5,8 +5,8 @@ For each rank count, all_reduce_perf sweeps 8 B..256 MiB (factor 2) `--launches`
 mode, the two modes alternating launch by launch so that the machine's drift hits them alike.
 Small sizes (up to 64 KiB) run --small-iters calls per size, larger ones --large-iters. For every
 size the table gives each mode's median and worst launch (the slowest time) and the ratio of the
-worst stream launch to the worst NULL-stream launch, out of place and in place; the issue's bar is
-1.2x. With --spin, one unrelated process spins on a core for the whole run (a busy machine).
+worst stream launch to the median NULL-stream launch, out of place and in place; issue 29's bar is
+1.3x. With --spin, one unrelated process spins on a core for the whole run (a busy machine).
 Results are not checked here (-c 0: the check's extra calls would sit between the timed ones);
 the test suite checks them.
 
@@ -76,8 +76,8 @@ def main() -> int:
     ap.add_argument("--launches", type=int, default=10, help="launches per mode (default 10)")
     ap.add_argument("--small-iters", type=int, default=2000, help="timed calls up to 64 KiB")
     ap.add_argument("--large-iters", type=int, default=20, help="timed calls above 64 KiB")
-    ap.add_argument("--tolerance", type=float, default=1.2,
-                    help="bar for worst stream / worst NULL stream (default 1.2)")
+    ap.add_argument("--tolerance", type=float, default=1.3,
+                    help="bar for worst stream / median NULL stream (default 1.3)")
     ap.add_argument("--small-bar", type=float, default=1.0,
                     help="bar in us for every stream launch at 8 B, 2 ranks, idle (default 1.0)")
     ap.add_argument("--spin", action="store_true", help="one unrelated process spins on a core")
@@ -112,7 +112,7 @@ def report(np: int, runs: Dict[bool, List[Launch]], args: argparse.Namespace) ->
     title = (f"np {np}{', one process spinning' if args.spin else ''}: {args.launches} launches "
              f"per mode, all_reduce_perf float sum, time in us (out of place / in place)")
     head = ["size", "-y 1 median", "-y 1 worst", "stream median", "stream worst",
-            "worst ratio oop", "worst ratio ip", ""]
+            "stream worst / -y 1 median, oop", "ip", ""]
     rows = []
     ok = True
     for size in sizes:
@@ -121,7 +121,9 @@ def report(np: int, runs: Dict[bool, List[Launch]], args: argparse.Namespace) ->
         for stream in (False, True):
             oop = [launch[size][0] for launch in runs[stream]]
             ip = [launch[size][1] for launch in runs[stream]]
-            stats[stream] = (max(oop), max(ip))
+            # The bar (issue 29): the worst stream launch against the median blocking one.
+            stats[stream] = (max(oop), max(ip)) if stream else (statistics.median(oop),
+                                                                statistics.median(ip))
             cells += [f"{statistics.median(oop):.2f} / {statistics.median(ip):.2f}",
                       f"{max(oop):.2f} / {max(ip):.2f}"]
         ratios = [stats[True][i] / stats[False][i] if stats[False][i] > 0 else 0.0

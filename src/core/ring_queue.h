@@ -3,6 +3,7 @@
 // Not thread-safe: the stream guards it with its mutex.
 #pragma once
 
+#include <bit>
 #include <cstddef>
 #include <utility>
 #include <vector>
@@ -12,6 +13,10 @@ namespace ccl {
 template <class T>
 class RingQueue {
  public:
+  RingQueue() = default;
+  // Room for `capacity` items (rounded up to a power of two) from the start.
+  explicit RingQueue(size_t capacity) : slots_(std::bit_ceil(capacity)) {}
+
   bool empty() const { return head_ == tail_; }
   size_t size() const { return tail_ - head_; }
 

@@ -18,7 +18,9 @@ constexpr std::chrono::microseconds kPollBeforeSleep{50};
 }  // namespace
 
 StreamCore::StreamCore(std::chrono::microseconds idle_poll)
-    : idle_poll_(idle_poll), longest_timeout_ms_(config_int("CCL_TIMEOUT") * 1000) {}
+    : idle_poll_(idle_poll),
+      queue_(kInitialSlots),
+      longest_timeout_ms_(config_int("CCL_TIMEOUT") * 1000) {}
 
 uint64_t StreamCore::enqueue(WorkItem work, std::chrono::milliseconds timeout) {
   int64_t longest = longest_timeout_ms_.load(std::memory_order_relaxed);
@@ -82,7 +84,9 @@ bool StreamCore::pop(WorkItem* item, uint64_t* seq) {
 uint64_t StreamCore::pop_batch(uint64_t up_to) {
   std::lock_guard lock(mutex_);
   const uint64_t first = completed_.load(std::memory_order_relaxed) + 1;
-  while (!queue_.empty() && first + batch_.size() <= up_to) batch_.push_back(queue_.pop());
+  while (!queue_.empty() && first + batch_.size() <= up_to && batch_.size() < kBatchItems) {
+    batch_.push_back(queue_.pop());
+  }
   return first;
 }
 
