@@ -19,7 +19,7 @@ constexpr std::chrono::microseconds kPollBeforeSleep{50};
 
 StreamCore::StreamCore(std::chrono::microseconds idle_poll)
     : idle_poll_(idle_poll),
-      queue_(kInitialSlots),
+      queue_(kQueueSlots),
       longest_timeout_ms_(config_int("CCL_TIMEOUT") * 1000) {}
 
 uint64_t StreamCore::enqueue(WorkItem work, std::chrono::milliseconds timeout) {
@@ -27,6 +27,16 @@ uint64_t StreamCore::enqueue(WorkItem work, std::chrono::milliseconds timeout) {
   while (timeout.count() > longest &&
          !longest_timeout_ms_.compare_exchange_weak(longest, timeout.count())) {
   }
+  // A full queue: the queueing thread runs the oldest items itself until it is half empty (a
+  // full CUDA launch queue blocks the host the same way), so the queue keeps its first
+  // allocation.
+  uint64_t must_complete = 0;
+  {
+    std::lock_guard lock(mutex_);
+    // Down to half full: one take-over per kQueueSlots / 2 items, not one per item.
+    if (queue_.size() >= kQueueSlots) must_complete = enqueued_ - kQueueSlots / 2;
+  }
+  if (must_complete != 0 && !run_until(must_complete)) throw_stalled("a stream with a full queue");
   bool wake = false;
   uint64_t seq = 0;
   {

@@ -37,9 +37,18 @@ class StreamCore {
   // that slept after each item would cost every operation a futex wake-up (about 47 us here).
   explicit StreamCore(std::chrono::microseconds idle_poll);
 
+  // The queue's room, allocated (and touched) when the stream is made, 128 B per item: 512 KiB.
+  // A queue that grew while it filled paid for its fresh memory inside the timed work (about 2 us
+  // a page on this VM, inferred from the figures below), and nccl-tests' first timed column (2000
+  // 8-byte allreduces queued, 2 ranks) took 0.59-0.62 us per call against 0.44-0.50 in the next
+  // cycle of the same launch; with 10000 queued, 0.76-0.95 out of place against 0.58-0.72 in place.
+  // So the queue never grows: enqueue() makes room first (issue 29).
+  static constexpr size_t kQueueSlots = 4096;
+
   // Queues `work`, which may take up to `timeout` (its communicator's): a waiter allows that long
   // (plus a grace) between two completed items before it gives up with cclTimeout. Returns the
-  // item's sequence number.
+  // item's sequence number. With kQueueSlots items waiting, first runs the oldest on the calling
+  // thread until half of them are done (bounded as run_until; cclTimeout if the stream stalls).
   uint64_t enqueue(WorkItem work, std::chrono::milliseconds timeout);
   uint64_t queued() const;  // sequence number of the last item queued (0: none)
   uint64_t completed() const { return completed_.load(std::memory_order_acquire); }
@@ -101,12 +110,6 @@ class StreamCore {
   std::mutex run_mutex_;         // held by the one thread running items
   std::vector<WorkItem> batch_;  // under run_mutex_: a waiter's items, popped a few at once
   static constexpr size_t kBatchItems = 32;  // batch_ never grows beyond them
-  // The queue's room from the start (128 B each: 512 KiB per stream). Growing it while the queue
-  // fills costs the first long burst of work: nccl-tests' first timed column (2000 8-byte
-  // allreduces queued, 2 ranks) took 0.59-0.62 us per call against 0.44-0.50 in the next cycle
-  // of the same launch; with the room there from the start, both 0.50-0.72 on a noisy machine
-  // against 0.43-0.64 blocking (issue 29).
-  static constexpr size_t kInitialSlots = 4096;
 };
 
 }  // namespace ccl

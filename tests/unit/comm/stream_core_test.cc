@@ -89,4 +89,33 @@ TEST(StreamCore, WaitersForManyPointsNeverMissAHandOver) {
   EXPECT_EQ(ran.load() % kItems, 0);
 }
 
+// A queue of kQueueSlots waiting items: the next enqueue runs the oldest half on the queueing
+// thread first (the worker is never started here), in order, and the stream still runs every
+// item exactly once, in order.
+TEST(StreamCore, AFullQueueMakesTheQueueingThreadRunTheOldestHalf) {
+  ShortTimeout short_timeout;
+  StreamCore core(std::chrono::microseconds(0));
+  const size_t slots = StreamCore::kQueueSlots;
+  std::vector<uint64_t> order;
+  std::vector<std::thread::id> runners;
+  auto item = [&](uint64_t n) {
+    return [&order, &runners, n] {
+      order.push_back(n);
+      runners.push_back(std::this_thread::get_id());
+      return cclSuccess;
+    };
+  };
+  for (uint64_t n = 1; n <= slots; ++n) core.enqueue(item(n), std::chrono::milliseconds(0));
+  EXPECT_EQ(core.completed(), 0u);
+  core.enqueue(item(slots + 1), std::chrono::milliseconds(0));
+  EXPECT_EQ(core.completed(), slots / 2);
+  ASSERT_EQ(order.size(), slots / 2);
+  for (size_t i = 0; i < order.size(); ++i) ASSERT_EQ(order[i], i + 1);
+  for (const auto& id : runners) EXPECT_EQ(id, std::this_thread::get_id());
+  EXPECT_TRUE(core.run_until(core.queued()));
+  ASSERT_EQ(order.size(), slots + 1);
+  for (size_t i = 0; i < order.size(); ++i) ASSERT_EQ(order[i], i + 1);
+  core.stop();
+}
+
 }  // namespace
