@@ -214,9 +214,9 @@ CCL_API cclResult_t cclRecv(void* recvbuff, size_t count, cclDataType_t datatype
  *  `count` elements to begin arriving, receives it into host memory `recvbuff` and sets *peer to
  *  its sender; it returns when the message is in, so work queued on `stream` afterwards comes
  *  after it. Every wait is bounded by the communicator's timeout (cclTimeout). A peer's messages
- *  still match in order: the message taken is that peer's next one, whatever it is, so no other
- *  operation may send toward this rank meanwhile (a collective's message would be taken, and
- *  fail as a size mismatch or corrupt the collective). Not inside a group
+ *  still match in order: the message taken is a peer's next one, and only if that is a
+ *  point-to-point message (cclSend); a peer whose next message belongs to a collective this rank
+ *  has yet to run is passed over. Not inside a group
  *  (cclInvalidUsage), not with count 0 (an empty send sends nothing to match: cclInvalidArgument),
  *  not over a transport whose sender waits for the receiver (ib: cclInvalidUsage naming it). */
 CCL_API cclResult_t cclRecvAnySource(void* recvbuff, size_t count, cclDataType_t datatype,

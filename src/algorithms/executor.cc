@@ -145,6 +145,7 @@ void Executor::run_round(Schedule::Round round, const ExecBuffers& buffers, cons
         req.data = region_address(buffers, step.src, es);
         req.bytes = step.src.count * es;
         req.region = registration_of(buffers, step.src);
+        req.point_to_point = op.point_to_point;
         connection_to(step.peer)->post_send(&req);
         break;
       }

@@ -42,6 +42,7 @@ struct ExecOp {
   reduce::ReduceFn reduce = nullptr;  // for RecvReduce steps
   reduce::DivideFn divide = nullptr;  // for Finalize steps; nullptr: Finalize is a no-op
   uint64_t divisor = 1;
+  bool point_to_point = false;  // the sends are point-to-point messages (SendRequest)
 };
 
 // The ExecOp of a reduction of `type` by `op` over `nranks` ranks (avg: sum, then divide), with

@@ -369,6 +369,7 @@ void Communicator::point_to_point_host(std::span<const algo::PointToPoint> opera
   std::vector<const transport::RegisteredRegion*> regions(buffers.size());
   algo::ExecOp exec;
   exec.elem_size = 1;  // regions in bytes: the operations of a group may mix datatypes
+  exec.point_to_point = true;
   for (size_t i = 0; i < buffers.size(); ++i) {
     const CallMemory m = peers_.resolve_memory("send/recv", buffers[i], buffers[i]);
     regions[i] = m.input;

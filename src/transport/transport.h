@@ -62,6 +62,9 @@ struct SendRequest {
   // communicator's registration cache), else nullptr: a transport that moves only registered
   // memory (ib) takes its key from it, one that lets the peer read the sender's memory offers it.
   const RegisteredRegion* region = nullptr;
+  // A point-to-point message (cclSend): the transport marks it on the wire, so that a receive
+  // from any source (Connection::incoming) takes only such messages, never a collective's.
+  bool point_to_point = false;
   // Owned by the transport while posted:
   size_t done_bytes = 0;
   bool complete = false;  // set by progress(); the buffer may then be reused
@@ -91,9 +94,11 @@ class Connection {
   virtual bool busy() const = 0;
 
   // A receive from any source (Executor::probe_any) asks every peer's connection, without
-  // blocking, whether that peer has begun a message no receive posted here has claimed yet: its
-  // first slot, frame header, chunk or announcement has arrived (or the peer failed, so that a
-  // receive from it reports the failure). False while receives are posted. A transport that
+  // blocking, whether that peer's next message, which no receive posted here has claimed yet, is
+  // a point-to-point one (SendRequest::point_to_point) that has begun to arrive: its first slot,
+  // frame header, chunk or announcement is in (or the peer failed, so that a receive from it
+  // reports the failure). A collective's message is never reported: the peer sent it for an
+  // operation this rank has yet to run. False while receives are posted. A transport that
   // cannot tell (ib: a sender writes only once the receiver has asked) keeps can_probe() false,
   // and the receive is refused.
   virtual bool can_probe() const { return false; }

@@ -72,6 +72,7 @@ bool ShmConnection::progress_sends() {
       header->message_bytes = request->bytes;
       header->offset = request->done_bytes;
       header->length = length;
+      header->point_to_point = request->point_to_point ? 1 : 0;
       if (length > 0) memcpy(out_.data(send_head_), request->data + request->done_bytes, length);
       request->done_bytes += length;
       ++send_head_;

@@ -30,7 +30,9 @@ class ShmConnection final : public Connection {
   bool can_probe() const override { return true; }
   // A slot the peer published that no posted receive took (reads the shared head only).
   bool incoming() override {
-    return recvs_.empty() && in_.control->head.value.load(std::memory_order_acquire) != recv_tail_;
+    return recvs_.empty() &&
+           in_.control->head.value.load(std::memory_order_acquire) != recv_tail_ &&
+           in_.header(recv_tail_)->point_to_point != 0;
   }
 
   // Whether progress() would move something now (reads the shared counters only). Used by

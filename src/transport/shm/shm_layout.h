@@ -84,6 +84,7 @@ struct alignas(kCacheLine) SlotHeader {
   uint64_t message_bytes;     // the whole message, as the sender posted it
   uint64_t offset;            // of this piece within the message
   uint64_t length;            // of this piece (<= S; only the message's last piece is shorter)
+  uint64_t point_to_point;    // 1: a point-to-point message (SendRequest::point_to_point)
 };
 
 // One mailbox's flag, with the few bytes of a tiny message in the same cache line: a reader

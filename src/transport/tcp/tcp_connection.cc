@@ -93,8 +93,9 @@ void TcpConnection::fail_notice(const NoticeFrame& frame) {
 
 void TcpConnection::post_send(SendRequest* request) {
   start_send("tcp", request, peer());
-  sends_.push_back(
-      PendingSend{request, FrameHeader{kFrameMagic, send_sequence_++, request->bytes}, 0});
+  sends_.push_back(PendingSend{
+      request, FrameHeader{frame_magic(request->point_to_point), send_sequence_++, request->bytes},
+      0});
 }
 
 void TcpConnection::post_recv(RecvRequest* request) {
@@ -249,7 +250,7 @@ void TcpConnection::check_header(const RecvRequest& request) {
     }
     fail_notice(frame);
   }
-  if (in_header_.magic != kFrameMagic || in_header_.sequence != recv_sequence_) {
+  if (!is_frame_magic(in_header_.magic) || in_header_.sequence != recv_sequence_) {
     fail(cclInternalError, std::string("tcp: corrupt stream from rank ") + std::to_string(peer()) +
                                " (" + peer_address_ + "): bad frame header (magic " +
                                std::to_string(in_header_.magic) + ", sequence " +

@@ -71,13 +71,15 @@ inline IdlePeek classify_idle_peek(ssize_t n, int err, const NoticeFrame& frame,
 }
 
 // For a receive from any source (Connection::incoming): whether a peek at a socket with nothing
-// posted shows what a posted receive would take or fail on: a frame (a message's header, a
-// failure notice), or a peer gone without a goodbye. A goodbye, or nothing yet: false.
+// posted shows what such a receive may take or must fail on: a point-to-point message's frame, a
+// failure notice, or a peer gone without a goodbye. A collective's frame, a goodbye, a header not
+// all in yet, or nothing: false.
 inline bool message_waiting(ssize_t n, int err, const NoticeFrame& frame) {
   if (n < 0) return !is_transient(err);
   if (n == 0) return true;
-  return static_cast<size_t>(n) < sizeof(frame) || frame.magic != kNoticeMagic ||
-         frame.kind != kDeparted;
+  if (static_cast<size_t>(n) < sizeof(frame)) return false;
+  if (frame.magic == kNoticeMagic) return frame.kind != kDeparted;
+  return frame.magic == kPointToPointMagic;
 }
 
 }  // namespace ccl::transport::tcp

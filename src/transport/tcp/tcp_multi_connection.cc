@@ -166,7 +166,7 @@ void MultiConnection::post_send(SendRequest* request) {
   const uint32_t sequence = send_sequence_++;
   OutMessage& m = sends_.emplace_back();
   m.request = request;
-  m.header = FrameHeader{kFrameMagic, sequence, request->bytes};
+  m.header = FrameHeader{frame_magic(request->point_to_point), sequence, request->bytes};
   const ChunkLayout layout = chunk_layout(request->bytes, nsockets(), sequence);
   const bool whole = layout.count == 0;
   m.segments_left.store(1 + (whole ? (request->bytes > 0 ? 1 : 0) : layout.count),
@@ -309,7 +309,7 @@ void MultiConnection::check_header(InMessage& m) {
     if (frame.kind == kDeparted) fail_departed();
     fail_notice(frame);
   }
-  if (h.magic != kFrameMagic || h.sequence != m.sequence) {
+  if (!is_frame_magic(h.magic) || h.sequence != m.sequence) {
     fail(Error(cclInternalError,
                "tcp: corrupt stream from rank " + std::to_string(peer()) + " (" + peer_address_ +
                    "): bad frame header (magic " + std::to_string(h.magic) + ", sequence " +

@@ -16,6 +16,15 @@ struct FrameHeader {
 };
 static_assert(sizeof(FrameHeader) == 16);
 inline constexpr uint32_t kFrameMagic = 0x4d4c4343;  // "CCLM"
+// A point-to-point message's frame (SendRequest::point_to_point), which a receive from any
+// source may take; otherwise as kFrameMagic.
+inline constexpr uint32_t kPointToPointMagic = 0x504c4343;  // "CCLP"
+inline constexpr uint32_t frame_magic(bool point_to_point) {
+  return point_to_point ? kPointToPointMagic : kFrameMagic;
+}
+inline constexpr bool is_frame_magic(uint32_t magic) {
+  return magic == kFrameMagic || magic == kPointToPointMagic;
+}
 
 // Sent in place of a FrameHeader, at a frame boundary, as the last thing on a connection: the
 // sender's communicator failed (notice.kind kFailed or kAborted; failure_notice.h), or it is

@@ -104,11 +104,16 @@ bool UcxConnection::incoming() {
   if (failed_ || endpoint_failed()) return true;  // a receive from this peer reports the failure
   worker_.progress();
   advance();  // idle: takes the control messages (announcements) that arrived
-  if (ready_to_send_.count(recv_sequence_) != 0) return true;
   if (poll_notice() && failure_notice().has_value()) return true;
+  // The next message announced (RMA handshake), or its chunk 0 flagged point-to-point.
+  if (ready_to_send_.count(recv_sequence_) != 0) {
+    return ready_point_to_point_.count(recv_sequence_) != 0;
+  }
   ucp_tag_recv_info_t info{};
-  return ucp_tag_probe_nb(worker_.worker(), make_tag(Channel::kPayload, peer(), recv_sequence_, 0),
-                          kPayloadRecvMask, 0, &info) != nullptr;
+  return ucp_tag_probe_nb(
+             worker_.worker(),
+             make_tag(Channel::kPayload, peer(), recv_sequence_, 0) | kPointToPointFlag,
+             kPayloadRecvMask | kPointToPointFlag, 0, &info) != nullptr;
 }
 
 // Whatever completed has been taken. A kFailed notice fails the connection at once (it ends every
@@ -301,6 +306,7 @@ void UcxConnection::handle_control(const ControlWire& control, size_t length) {
                          std::to_string(recv_sequence_) + " next, or had that one announced)",
                      peer()));
         }
+        if (control.point_to_point != 0) ready_point_to_point_.insert(control.sequence);
       } else {
         fail(Error(cclInternalError,
                    "ucx: rank " + std::to_string(peer()) + " is ready to send message " +
@@ -351,12 +357,14 @@ void UcxConnection::handle_control(const ControlWire& control, size_t length) {
 }
 
 void UcxConnection::send_control(ControlWire::Kind kind, uint64_t sequence, uint64_t bytes,
-                                 const RegisteredRegion* region, const std::byte* address) {
+                                 const RegisteredRegion* region, const std::byte* address,
+                                 bool point_to_point) {
   auto wire = std::make_unique<ControlWire>();
   wire->magic = kControlMagic;
   wire->kind = kind;
   wire->sequence = sequence;
   wire->bytes = bytes;
+  wire->point_to_point = point_to_point ? 1 : 0;
   size_t length = offsetof(ControlWire, packed);
   if (region != nullptr) {
     const TransportKey* key = region->key_of("ucx");

@@ -39,6 +39,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <vector>
 
 #include "base/error.h"
@@ -205,7 +206,8 @@ class UcxConnection final : public Connection {
   ucs_status_ptr_t send_tagged(const void* data, size_t bytes, ucp_tag_t tag);
   bool advance_message(OutgoingMessage& m);
   void send_control(ControlWire::Kind kind, uint64_t sequence, uint64_t bytes,
-                    const RegisteredRegion* region = nullptr, const std::byte* address = nullptr);
+                    const RegisteredRegion* region = nullptr, const std::byte* address = nullptr,
+                    bool point_to_point = false);
   void start_rma(OutgoingMessage& m, const ControlWire& offer);
   OutgoingMessage* find_send(uint64_t sequence);
   // Receives.
@@ -248,6 +250,7 @@ class UcxConnection final : public Connection {
   std::vector<StagingSlot> staging_;
   // kReadyToSend of messages whose receive is not posted yet: sequence -> the sender's size.
   std::map<uint64_t, uint64_t> ready_to_send_;
+  std::set<uint64_t> ready_point_to_point_;  // the announced messages that are point-to-point
 
   ControlWire control_in_{};
   PendingOp control_recv_;

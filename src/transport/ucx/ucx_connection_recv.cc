@@ -47,6 +47,7 @@ void UcxConnection::post_recv(RecvRequest* request) {
     if (ready != ready_to_send_.end()) {
       const uint64_t sender_bytes = ready->second;
       ready_to_send_.erase(ready);
+      ready_point_to_point_.erase(m.sequence);
       answer_ready_to_send(m, sender_bytes);
     }
     post_chunk_recvs();

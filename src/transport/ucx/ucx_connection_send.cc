@@ -33,7 +33,8 @@ void UcxConnection::post_send(SendRequest* request) {
   try {
     if (rma_ && request->bytes >= kRmaMinBytes && registered_for_ucx(*request)) {
       m.stage = OutgoingMessage::Stage::kAwaitingReply;
-      send_control(ControlWire::kReadyToSend, m.sequence, request->bytes);
+      send_control(ControlWire::kReadyToSend, m.sequence, request->bytes, nullptr, nullptr,
+                   request->point_to_point);
     } else {
       ++stats_.tagged_messages;
       post_chunk_sends();
@@ -67,6 +68,7 @@ bool UcxConnection::post_chunk_sends() {
           bytes == 0 ? &kNoData : m.request->data + static_cast<size_t>(index) * m.chunk_bytes;
       ucp_tag_t tag = make_tag(Channel::kPayload, self_, m.sequence, index);
       if (index + 1 == m.chunks) tag |= kLastFlag;
+      if (m.request->point_to_point) tag |= kPointToPointFlag;
       ChunkSend& chunk = m.in_flight.emplace_back();
       chunk.index = index;
       chunk.bytes = bytes;

@@ -7,12 +7,14 @@
 //   63..61  channel   kPayload (message chunks), kControl (RMA handshake), kNotice, kHello
 //   60      last      payload: the message's last chunk
 //   59      rma_done  payload: no data, the sender put the whole message by RMA (chunk 0)
-//   58..40  rank      the rank that sent this UCX message (19 bits: 524288 ranks)
+//   58      p2p       payload: a point-to-point message's chunk (SendRequest::point_to_point),
+//                     which a receive from any source may take (ucp_tag_probe_nb)
+//   57..40  rank      the rank that sent this UCX message (18 bits: 262144 ranks)
 //   39..14  sequence  per pair and direction, counts messages from 0 (wraps; only in-flight
 //                     messages need distinct tags)
 //   13..0   chunk     index of the chunk within its message
 //
-// A payload receive matches channel, rank, sequence and chunk and ignores the two flag bits,
+// A payload receive matches channel, rank, sequence and chunk and ignores the three flag bits,
 // which it then checks against what it expects: a peer that disagrees on a message's size is
 // caught at the first chunk whose length or `last` flag differs (ucx_chunking.h).
 #pragma once
@@ -31,8 +33,9 @@ enum class Channel : uint64_t { kPayload = 1, kControl = 2, kNotice = 3, kHello 
 inline constexpr int kChannelShift = 61;
 inline constexpr uint64_t kLastFlag = 1ull << 60;
 inline constexpr uint64_t kRmaDoneFlag = 1ull << 59;
+inline constexpr uint64_t kPointToPointFlag = 1ull << 58;
 inline constexpr int kRankShift = 40;
-inline constexpr int kRankBits = 19;
+inline constexpr int kRankBits = 18;
 inline constexpr int kMaxRanks = 1 << kRankBits;
 inline constexpr int kSequenceShift = 14;
 inline constexpr int kSequenceBits = 26;
@@ -44,7 +47,7 @@ inline constexpr uint64_t kRankMask = ((1ull << kRankBits) - 1) << kRankShift;
 inline constexpr uint64_t kSequenceMask = ((1ull << kSequenceBits) - 1) << kSequenceShift;
 inline constexpr uint64_t kChunkMask = (1ull << kChunkBits) - 1;
 // A payload receive ignores the flags; control, notice and hello receives take any sequence.
-inline constexpr uint64_t kPayloadRecvMask = ~(kLastFlag | kRmaDoneFlag);
+inline constexpr uint64_t kPayloadRecvMask = ~(kLastFlag | kRmaDoneFlag | kPointToPointFlag);
 inline constexpr uint64_t kPeerChannelMask = kChannelMask | kRankMask;
 
 inline constexpr ucp_tag_t make_tag(Channel channel, int rank, uint64_t sequence = 0,
@@ -81,7 +84,8 @@ struct ControlWire {
   uint64_t address;    // kOffer: the destination in the receiver's address space
   uint64_t region_id;  // kOffer: the receiver's registration, the rkey cache's key
   uint16_t packed_bytes;
-  uint8_t reserved[6];
+  uint8_t point_to_point;  // kReadyToSend: 1 for a point-to-point message
+  uint8_t reserved[5];
   std::byte packed[TransportKey::kMaxPacked];  // kOffer: the packed rkey
 };
 static_assert(sizeof(ControlWire) == 48 + TransportKey::kMaxPacked);

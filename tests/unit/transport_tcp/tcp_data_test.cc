@@ -204,6 +204,49 @@ TEST_P(TcpSockets, ReceivesPostedAfterTheDataArrived) {
   EXPECT_EQ(first_mismatch(kc.data, 7), -1);
 }
 
+// A receive from any source takes only point-to-point messages: with a collective's message
+// next from the peer, incoming() says no; once it is received, the point-to-point one behind it
+// is reported, and still delivered in order.
+TEST_P(TcpSockets, OnlyPointToPointMessagesAreIncoming) {
+  InMemoryStore store;
+  Mesh mesh = Mesh::make(2, store, unique_tag("incoming"));
+  Connection* sender = mesh.conns[0][1];
+  Connection* receiver = mesh.conns[1][0];
+  ASSERT_TRUE(receiver->can_probe());
+  EXPECT_FALSE(receiver->incoming());
+  auto a = make_message(8, 100), b = make_message(9, 300000);
+  SendRequest sa{a.data(), a.size()}, sb{b.data(), b.size()};
+  sb.point_to_point = true;
+  sender->post_send(&sa);
+  sender->post_send(&sb);
+  drive(*mesh.transports[0], {sender}, [&] { return sa.complete; });
+  for (int i = 0; i < 50; ++i) {
+    mesh.transports[1]->wait(std::chrono::milliseconds(1));
+    EXPECT_FALSE(receiver->incoming()) << "a collective's message was reported";
+  }
+  TestSink ka(SinkKind::Copy, 100);
+  RecvRequest ra{100, &ka};
+  receiver->post_recv(&ra);
+  drive(*mesh.transports[1], {receiver}, [&] { return ra.complete; });
+  bool seen = false;
+  for (int i = 0; i < 5000 && !seen; ++i) {
+    mesh.transports[0]->wait(std::chrono::microseconds(100));
+    sender->progress();
+    seen = receiver->incoming();
+  }
+  EXPECT_TRUE(seen) << "the point-to-point message behind it was not reported";
+  TestSink kb(SinkKind::Direct, b.size());
+  RecvRequest rb{b.size(), &kb};
+  receiver->post_recv(&rb);
+  EXPECT_FALSE(receiver->incoming());  // a receive is posted
+  drive(*mesh.transports[1], {receiver}, [&] {
+    sender->progress();
+    return rb.complete;
+  });
+  EXPECT_EQ(first_mismatch(ka.data, 8), -1);
+  EXPECT_EQ(first_mismatch(kb.data, 9), -1);
+}
+
 // connect() for a peer connected before returns the same connection and needs no handshake.
 TEST_P(TcpSockets, ReconnectReturnsTheSameConnection) {
   InMemoryStore store;

@@ -121,6 +121,43 @@ TEST_P(UcxData, ManyOutstandingKeepOrder) {
   }
 }
 
+// A receive from any source takes only point-to-point messages: with a collective's message
+// next from the peer, incoming() says no; once it is received, the point-to-point one behind it
+// (chunked: 300000 bytes) is reported, and both are delivered in order.
+TEST_P(UcxData, OnlyPointToPointMessagesAreIncoming) {
+  Mesh mesh(2);
+  ASSERT_TRUE(mesh.ok());
+  Connection* receiver = mesh.conn(1, 0);
+  ASSERT_TRUE(receiver->can_probe());
+  auto a = make_message(21, 100), b = make_message(22, 300000);
+  SendRequest sa{a.data(), a.size()}, sb{b.data(), b.size()};
+  sb.point_to_point = true;
+  mesh.conn(0, 1)->post_send(&sa);
+  mesh.conn(0, 1)->post_send(&sb);
+  mesh.drive_all([&] { return sa.complete; });
+  for (int i = 0; i < 50; ++i) {
+    mesh.conn(0, 1)->progress();
+    EXPECT_FALSE(receiver->incoming()) << "a collective's message was reported";
+  }
+  TestSink ka(SinkKind::Copy, 100);
+  RecvRequest ra{100, &ka};
+  receiver->post_recv(&ra);
+  mesh.drive_all([&] { return ra.complete; });
+  bool seen = false;
+  mesh.drive_all([&] {
+    mesh.conn(0, 1)->progress();
+    seen = receiver->incoming();
+    return seen;
+  });
+  EXPECT_TRUE(seen) << "the point-to-point message behind it was not reported";
+  TestSink kb(SinkKind::Direct, b.size());
+  RecvRequest rb{b.size(), &kb};
+  receiver->post_recv(&rb);
+  mesh.drive_all([&] { return rb.complete && sb.complete; });
+  EXPECT_EQ(first_mismatch(ka.data, 21), -1);
+  EXPECT_EQ(first_mismatch(kb.data, 22), -1);
+}
+
 // Receives posted before the sends, the sender far behind: nothing is lost or reordered.
 TEST_P(UcxData, ReceiverFirstLargeMessages) {
   Mesh mesh(2);
