@@ -120,6 +120,60 @@ TEST(ShmThreads, ManyMessagesInOrder) {
   }));
 }
 
+// A receive from any source takes only point-to-point messages: with a collective's message
+// next from the peer, incoming() says no; once it is received, the point-to-point one behind it
+// is reported, and both are delivered in order.
+TEST(ShmThreads, OnlyPointToPointMessagesAreIncoming) {
+  HarnessOptions options;
+  options.shm = small_ring(4, 4096);
+  constexpr size_t kSmall = 100, kLarge = 3 * 4096 + 7;
+  std::atomic<bool> first_sent{false};
+  expect_all_ok(run_shm_threads(2, options, [&](RankEnv& env) {
+    const Deadline deadline = Deadline::after(10s);
+    if (env.rank == 0) {
+      std::vector<std::byte> a(kSmall), b(kLarge);
+      fill_pattern(a.data(), kSmall, 0, 1, 0);
+      fill_pattern(b.data(), kLarge, 0, 1, 1);
+      SendRequest sa{a.data(), kSmall}, sb{b.data(), kLarge};
+      sb.point_to_point = true;
+      env.by_peer[1]->post_send(&sa);
+      drive(
+          *env.transport, env.by_peer, [&] { return sa.complete; }, deadline);
+      first_sent = true;
+      env.by_peer[1]->post_send(&sb);
+      drive(
+          *env.transport, env.by_peer, [&] { return sb.complete; }, deadline);
+      return;
+    }
+    transport::Connection* from_0 = env.by_peer[0];
+    require(from_0->can_probe(), "shm cannot probe");
+    while (!first_sent) std::this_thread::sleep_for(1ms);
+    for (int i = 0; i < 50; ++i) {
+      require(!from_0->incoming(), "a collective's message was reported");
+      std::this_thread::sleep_for(100us);
+    }
+    VerifySink first(kSmall, 0, 1, 0);
+    RecvRequest ra{kSmall, &first};
+    from_0->post_recv(&ra);
+    drive(
+        *env.transport, env.by_peer, [&] { return ra.complete; }, deadline);
+    bool seen = false;
+    while (!seen && !deadline.expired()) {
+      seen = from_0->incoming();
+      std::this_thread::sleep_for(100us);
+    }
+    require(seen, "the point-to-point message behind it was not reported");
+    VerifySink second(kLarge, 0, 1, 1);
+    RecvRequest rb{kLarge, &second};
+    from_0->post_recv(&rb);
+    require(!from_0->incoming(), "reported with a receive posted");
+    drive(
+        *env.transport, env.by_peer, [&] { return rb.complete; }, deadline);
+    require(first.result().empty(), first.result());
+    require(second.result().empty(), second.result());
+  }));
+}
+
 // With a huge liveness interval, wait() sleeps until it is woken: a lost wake-up would stall the
 // transfer until the 10 s deadline and fail the test.
 TEST(ShmThreads, FullRingSlowConsumerWakesProducer) {
