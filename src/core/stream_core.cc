@@ -27,24 +27,25 @@ uint64_t StreamCore::enqueue(WorkItem work, std::chrono::milliseconds timeout) {
   while (timeout.count() > longest &&
          !longest_timeout_ms_.compare_exchange_weak(longest, timeout.count())) {
   }
-  // A full queue: the queueing thread runs the oldest items itself until it is half empty (a
-  // full CUDA launch queue blocks the host the same way), so the queue keeps its first
-  // allocation.
-  uint64_t must_complete = 0;
-  {
-    std::lock_guard lock(mutex_);
-    // Down to half full: one take-over per kQueueSlots / 2 items, not one per item.
-    if (queue_.size() >= kQueueSlots) must_complete = enqueued_ - kQueueSlots / 2;
-  }
-  if (must_complete != 0 && !run_until(must_complete)) throw_stalled("a stream with a full queue");
   bool wake = false;
   uint64_t seq = 0;
-  {
-    std::lock_guard lock(mutex_);
-    queue_.push(std::move(work));
-    seq = ++enqueued_;
-    enqueued_hint_.store(seq, std::memory_order_release);
-    wake = worker_asleep_ && takers_ == 0;
+  for (;;) {
+    uint64_t must_complete = 0;
+    {
+      std::lock_guard lock(mutex_);
+      if (!queue_.full()) {
+        queue_.push(std::move(work));
+        seq = ++enqueued_;
+        enqueued_hint_.store(seq, std::memory_order_release);
+        wake = worker_asleep_ && takers_ == 0;
+        break;
+      }
+      // Full: the queueing thread runs the oldest items itself until it is half empty (a full
+      // CUDA launch queue blocks the host the same way), one take-over per kQueueSlots / 2
+      // items; then tries again (another thread may have filled it meanwhile).
+      must_complete = enqueued_ - kQueueSlots / 2;
+    }
+    if (!run_until(must_complete)) throw_stalled("a stream with a full queue");
   }
   if (wake) work_ready_.notify_one();
   return seq;
