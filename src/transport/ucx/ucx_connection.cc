@@ -102,12 +102,11 @@ bool UcxConnection::advance() {
 bool UcxConnection::incoming() {
   if (!recvs_.empty()) return false;
   if (failed_ || endpoint_failed()) return true;  // a receive from this peer reports the failure
-  worker_.progress();
-  advance();  // idle: takes the control messages (announcements) that arrived
+  progress();  // idle: takes the control messages (announcements) that arrived
   if (poll_notice() && failure_notice().has_value()) return true;
   // The next message announced (RMA handshake), or its chunk 0 flagged point-to-point.
-  if (ready_to_send_.count(recv_sequence_) != 0) {
-    return ready_point_to_point_.count(recv_sequence_) != 0;
+  if (auto announced = ready_to_send_.find(recv_sequence_); announced != ready_to_send_.end()) {
+    return announced->second.point_to_point;
   }
   ucp_tag_recv_info_t info{};
   return ucp_tag_probe_nb(
@@ -299,14 +298,15 @@ void UcxConnection::handle_control(const ControlWire& control, size_t length) {
       } else if (control.sequence >= recv_sequence_) {
         // Kept until the receive is posted: bounded, so that a peer cannot grow the map at will.
         if (control.sequence - recv_sequence_ >= kMaxMessagesAhead ||
-            !ready_to_send_.emplace(control.sequence, control.bytes).second) {
+            !ready_to_send_
+                 .emplace(control.sequence, Announced{control.bytes, control.point_to_point != 0})
+                 .second) {
           fail(Error(cclRemoteError,
                      "ucx: rank " + std::to_string(peer()) + " is ready to send message " +
                          std::to_string(control.sequence) + " (this rank expects message " +
                          std::to_string(recv_sequence_) + " next, or had that one announced)",
                      peer()));
         }
-        if (control.point_to_point != 0) ready_point_to_point_.insert(control.sequence);
       } else {
         fail(Error(cclInternalError,
                    "ucx: rank " + std::to_string(peer()) + " is ready to send message " +

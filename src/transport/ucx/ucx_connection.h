@@ -39,7 +39,6 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <set>
 #include <vector>
 
 #include "base/error.h"
@@ -248,9 +247,12 @@ class UcxConnection final : public Connection {
   uint64_t recv_sequence_ = 0;
   size_t direct_in_flight_ = 0;  // chunk receives into destinations
   std::vector<StagingSlot> staging_;
-  // kReadyToSend of messages whose receive is not posted yet: sequence -> the sender's size.
-  std::map<uint64_t, uint64_t> ready_to_send_;
-  std::set<uint64_t> ready_point_to_point_;  // the announced messages that are point-to-point
+  // kReadyToSend of messages whose receive is not posted yet, by sequence.
+  struct Announced {
+    uint64_t bytes;       // the sender's size
+    bool point_to_point;  // a point-to-point message (a receive from any source may take it)
+  };
+  std::map<uint64_t, Announced> ready_to_send_;
 
   ControlWire control_in_{};
   PendingOp control_recv_;

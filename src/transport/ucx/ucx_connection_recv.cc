@@ -45,9 +45,8 @@ void UcxConnection::post_recv(RecvRequest* request) {
   try {
     auto ready = ready_to_send_.find(m.sequence);
     if (ready != ready_to_send_.end()) {
-      const uint64_t sender_bytes = ready->second;
+      const uint64_t sender_bytes = ready->second.bytes;
       ready_to_send_.erase(ready);
-      ready_point_to_point_.erase(m.sequence);
       answer_ready_to_send(m, sender_bytes);
     }
     post_chunk_recvs();
