@@ -15,6 +15,18 @@ namespace {
 using c10d::OpType;
 using WorkPtr = c10::intrusive_ptr<c10d::Work>;
 
+// Lets go of the GIL for its scope if this thread holds it (torch's binding may have let go of it
+// already): for waits that may take the whole timeout, or need the watcher, which may need it.
+class WithoutGil {
+ public:
+  WithoutGil() {
+    if (Py_IsInitialized() != 0 && PyGILState_Check() != 0) released_.emplace();
+  }
+
+ private:
+  std::optional<pybind11::gil_scoped_release> released_;
+};
+
 int64_t element_count(const std::vector<at::Tensor>& tensors);
 
 // The tensors laid end to end in `buffer` (a copy); returns it.
@@ -113,12 +125,8 @@ ProcessGroupCcl::ProcessGroupCcl(const c10::intrusive_ptr<c10d::Store>& store, i
 ProcessGroupCcl::~ProcessGroupCcl() {
   // Python drops the last reference with the GIL held, and the watcher may need the GIL to free
   // a tensor that has a Python object: let go of it while the watcher finishes.
-  if (Py_IsInitialized() != 0 && PyGILState_Check() != 0) {
-    pybind11::gil_scoped_release released;
-    lane_->shut_down();
-  } else {
-    lane_->shut_down();
-  }
+  const WithoutGil no_gil;
+  lane_->shut_down();
 }
 
 c10::intrusive_ptr<WorkCcl> ProcessGroupCcl::new_work(OpType type, const char* name,
@@ -564,32 +572,27 @@ WorkPtr ProcessGroupCcl::recv(std::vector<at::Tensor>& tensors, int src, int /*t
   return work;
 }
 
-// cclRecvAnySource with the group to itself (run_exclusive): it waits for the group's queued
-// operations, then for the first peer whose message begins to arrive, and receives it. So the
-// call returns once the message is in (irecv without src is a blocking recv; Gloo's returns at
-// once); the work is complete, and its _source_rank() names the sender.
+// cclRecvAnySource, launched as any operation is (after the pending batch): it waits for the
+// group's queued operations, then for the first peer whose message begins to arrive, and
+// receives it. So the call returns once the message is in (irecv without src is a blocking
+// recv; Gloo's returns at once), and the work's _source_rank() names the sender.
 WorkPtr ProcessGroupCcl::recvAnysource(std::vector<at::Tensor>& tensors, int /*tag*/) {
   const char* name = "recv";
   const at::Tensor& t = single_tensor(name, tensors);
   const cclDataType_t type = datatype_of(name, t);
   Staged s = stage_inout(t);
-  int source = -1;
-  {
-    // The wait may take the communicator's whole timeout: without the GIL.
-    std::optional<pybind11::gil_scoped_release> no_gil;
-    if (Py_IsInitialized() != 0 && PyGILState_Check() != 0) no_gil.emplace();
-    lane_->run_exclusive([&](cclComm_t comm) {
-      const cclResult_t r =
-          cclRecvAnySource(s.buffer.data_ptr(), s.buffer.numel(), type, &source, comm, nullptr);
-      // A usage error leaves the communicator usable; anything else failed it.
-      if (r != cclSuccess && r != cclInvalidArgument && r != cclInvalidUsage) lane_->note_failure();
-      TORCH_CHECK(r == cclSuccess, lane_->error_text("recv from any source", r));
-    });
-  }
-  for (auto& [user, staged] : s.copy_back) user.copy_(staged);
-  auto work = new_work(OpType::RECVANYSOURCE, name, tensors);
-  work->set_source_rank(source);
-  lane_->submit(work, [](cclComm_t, cclStream_t) { return cclSuccess; });  // done already
+  auto work = new_work(OpType::RECVANYSOURCE, "recv from any source", tensors);
+  work->copy_back_after(std::move(s.copy_back));
+  at::Tensor buf = s.buffer;
+  WorkCcl* w = work.get();  // the launch is the work's own, dropped when it completes
+  const WithoutGil no_gil;  // the wait may take the communicator's whole timeout
+  lane_->submit(work, [buf, type, w](cclComm_t comm, cclStream_t stream) {
+    int source = -1;
+    const cclResult_t r =
+        cclRecvAnySource(buf.data_ptr(), buf.numel(), type, &source, comm, stream);
+    w->set_source_rank(source);
+    return r;
+  });
   return work;
 }
 
@@ -615,10 +618,8 @@ void ProcessGroupCcl::monitoredBarrier(const c10d::BarrierOptions& opts, bool wa
   };
   const std::string round = "ccl_monitored_barrier/" + std::to_string(++monitored_rounds_) + "/";
   const std::string released = round + "released";
-  // The waits below may take the whole timeout: without the GIL (torch's binding may have let
-  // go of it already).
-  std::optional<pybind11::gil_scoped_release> no_gil;
-  if (Py_IsInitialized() != 0 && PyGILState_Check() != 0) no_gil.emplace();
+  // The waits below may take the whole timeout.
+  const WithoutGil no_gil;
   if (rank_ != 0) {
     store_->set(round + std::to_string(rank_), std::vector<uint8_t>{1});
     try {
