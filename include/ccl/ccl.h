@@ -132,6 +132,38 @@ CCL_API cclResult_t cclCommInitRankConfig(cclComm_t* comm, int nranks, cclUnique
 CCL_API cclResult_t cclCommInitFromEnv(cclComm_t* comm);
 CCL_API cclResult_t cclCommSplit(cclComm_t comm, int color, int key, cclComm_t* newcomm,
                                  cclConfig_t* config);
+
+/* Recovering from a failed rank (NCCL 2.27-2.29's names, ULFM's guarantees). These talk over a
+ * recovery plane of their own (a listener per process), never over the communicator's transports,
+ * so they work on a communicator that lost a rank or was revoked. Each is bounded by the
+ * communicator's timeout. */
+#define CCL_SHRINK_DEFAULT 0x00 /* every member of the new communicator calls shrink */
+#define CCL_SHRINK_ABORT 0x01   /* first abort what is in flight on the parent, then shrink */
+/** Every pending and later operation of comm, on every live rank, returns cclRemoteError
+ *  promptly (the ranks are told at once, none waits for its timeout); comm can still agree,
+ *  shrink, report its failed ranks, and be destroyed. revokeFlags must be 0. */
+CCL_API cclResult_t cclCommRevoke(cclComm_t comm, int revokeFlags);
+/** Called by every rank of comm not in excludeRanksList (those may be dead). The survivors keep
+ *  their order: new rank = old rank minus the excluded ranks below it. With excludeRanksCount 0
+ *  and CCL_SHRINK_ABORT the excluded ranks are those the survivors agree have failed. If a rank
+ *  that should take part dies during the shrink, every survivor gets cclRemoteError and may call
+ *  it again (cclCommGetFailedRanks then names the dead). config NULL: the parent's settings. */
+CCL_API cclResult_t cclCommShrink(cclComm_t comm, int* excludeRanksList, int excludeRanksCount,
+                                  cclComm_t* newcomm, cclConfig_t* config, int shrinkFlags);
+/** A fault-tolerant agreement (as MPIX_Comm_agree): every live rank gets in *flag the bitwise AND
+ *  of the flags of the live ranks, and learns the same set of failed ranks, even if ranks die
+ *  during the call. */
+CCL_API cclResult_t cclCommAgree(cclComm_t comm, int* flag);
+/** Writes the ranks comm knows have failed, in increasing order, to ranks[0..capacity) and their
+ *  number to *count (which may exceed capacity; ranks may be NULL when capacity is 0). */
+CCL_API cclResult_t cclCommGetFailedRanks(cclComm_t comm, int* ranks, int capacity, int* count);
+/** Grows a communicator back (as ncclCommGrow): the members of comm call it with rank -1 and keep
+ *  their ranks; each newcomer calls it with comm NULL and its rank in [size of comm, nranks). All
+ *  meet at uniqueId (from cclGetUniqueId, usually on rank 0 of comm, handed to the newcomers by
+ *  the launcher or a store). config NULL: comm's settings (newcomers: the defaults). */
+CCL_API cclResult_t cclCommGrow(cclComm_t comm, int nranks, const cclUniqueId* uniqueId, int rank,
+                                cclComm_t* newcomm, cclConfig_t* config);
+
 CCL_API cclResult_t cclCommFinalize(cclComm_t comm);
 CCL_API cclResult_t cclCommDestroy(cclComm_t comm);
 CCL_API cclResult_t cclCommAbort(cclComm_t comm);

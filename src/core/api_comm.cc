@@ -12,11 +12,13 @@
 #include "core/bootstrap/tcp_store.h"
 #include "core/bootstrap/torch_store_client.h"
 #include "core/bootstrap/unique_id.h"
+#include "core/api_comm_support.h"
 #include "core/launcher_env.h"
 
 using namespace ccl;
+using namespace ccl::api;
 
-namespace {
+namespace ccl::api {
 
 std::chrono::milliseconds default_timeout() {
   int64_t seconds = config_int("CCL_TIMEOUT");
@@ -148,16 +150,14 @@ cclComm* join_through_torch_store(const LauncherEnv& env, const CommOptions& opt
   return join(options, contents.root, contents.secret);
 }
 
-}  // namespace
+}  // namespace ccl::api
 
 extern "C" {
 
 cclResult_t cclGetUniqueId(cclUniqueId* uniqueId) {
   return guarded(kNoComm, "cclGetUniqueId", [&] {
     if (uniqueId == nullptr) throw_error(cclInvalidArgument, "cclGetUniqueId: uniqueId is NULL");
-    Rendezvous r = open_rendezvous(default_timeout());
-    *uniqueId = r.id;
-    adopt_store_server(std::move(r.server));
+    *uniqueId = start_adopted_rendezvous(default_timeout());
   });
 }
 

@@ -65,12 +65,15 @@ Communicator::Communicator(const CommOptions& options, const Settings& settings)
       planner_(options_, peers_.layout(), settings.chunk_bytes),
       runner_(options_, settings.check_mode, settings.trace_ops, settings.trace, status_, async_,
               peers_, planner_),
+      recovery_(options_.rank, options_.nranks),
       cuda_ipc_(settings.cuda_ipc),
       cuda_scratch_(settings.cuda_scratch),
       staging_chunk_(settings.staging_chunk),
       init_context_(cuda::current_context()) {}
 
 Communicator::~Communicator() {
+  // Revokes from peers stop first: they call into the parts below.
+  recovery_.close();
   // Joins the init thread and lets the background work finish while every part is alive.
   async_.shutdown();
 }
@@ -92,6 +95,8 @@ std::shared_ptr<Communicator> Communicator::create_async(const CommOptions& opti
 
 void Communicator::init(Store& store) {
   peers_.connect(store);
+  recovery_.open(peers_.comm_tag(), peers_.recovery_listeners(),
+                 [this](int by) { revoked_by(by); });
   runner_.connected();  // the trace's file is named after the communicator's tag
   try {
     TunerSetup(options_, peers_, planner_, runner_).run();  // runs collectives

@@ -32,6 +32,7 @@
 #include "core/comm/options.h"
 #include "core/comm/peers.h"
 #include "core/comm/planner.h"
+#include "core/comm/recovery.h"
 #include "core/comm/status.h"
 #include "core/comm_layout.h"
 #include "core/device/device_call.h"
@@ -117,6 +118,26 @@ class Communicator {
   std::shared_ptr<Communicator> split(int color, int key, const CommOptions& options);
   const CommOptions& options() const { return options_; }
 
+  // Recovering from a failed rank (comm_recovery.cc, API.md): they talk over the recovery plane
+  // (core/recovery/), never over the transports, so they work on a failed or revoked communicator.
+  // cclCommRevoke: this rank's operations fail now with RemoteError, and so do every other
+  // rank's (told through their listeners); the communicator can still agree and shrink.
+  void revoke();
+  // cclCommAgree: the bitwise AND of the flags of the live ranks, the same on every one of them;
+  // the ranks found dead are noted (failed_ranks()).
+  int agree(int flag);
+  // cclCommGetFailedRanks: the ranks known to have failed, increasing. On a communicator that has
+  // failed, first asks the other ranks' listeners which are gone (bounded).
+  std::vector<int> failed_ranks();
+  // cclCommShrink: every rank not in `exclude` (checked by the caller) calls it; with
+  // `abort_first` the parent's operation in flight is aborted first, and an empty `exclude`
+  // means the ranks found dead. Throws RemoteError when a rank that should shrink died (noted:
+  // a second call may exclude it). `options` as for split (rank and nranks are computed).
+  std::shared_ptr<Communicator> shrink(std::span<const int> exclude, bool abort_first,
+                                       const CommOptions& options);
+  // The link figures of this communicator's tuner, for a child made of the same links.
+  std::shared_ptr<const tune::Figures> figures() const;
+
   // cclCommFinalize: waits (bounded by the timeout) until the operations queued on streams are
   // done; afterwards every operation fails with InvalidUsage. Writes the trace (CCL_TRACE_FILE).
   void finalize();
@@ -173,6 +194,10 @@ class Communicator {
   Communicator(const CommOptions& options, const Settings& settings);
   void init(Store& store);               // everything create() does after construction
   void make_device_world(Store& store);  // init's last step, collective (through the store)
+  // A peer revoked this communicator (on the recovery listener's thread).
+  void revoked_by(int by);
+  // Waits (bounded by the timeout) until no operation runs, and holds the operation lock.
+  std::unique_lock<std::timed_mutex> quiesce(const char* what);
   // Allreduce (root -1) or reduce to `root`; the caller holds op_mutex_.
   void reduce_to(const void* sendbuff, void* recvbuff, size_t count, cclDataType_t type,
                  cclRedOp_t op, int root);
@@ -203,6 +228,7 @@ class Communicator {
   Planner planner_;
   OpRunner runner_;
   ReductionOps reduction_ops_;
+  Recovery recovery_;
   DeviceStaging staging_;  // CUDA device buffers through pinned host memory (device_staging.h)
   const bool cuda_ipc_;
   const uint64_t cuda_scratch_;

@@ -49,13 +49,8 @@ std::shared_ptr<LoopbackRendezvous> open_loopback(int size, RendezvousAddress& a
 // The leader's store server, its address a unique id. The server is adopted: it stays up until
 // every member has joined and left (or its timeout), whether they join now or in the background.
 void open_store_server(std::chrono::milliseconds timeout, RendezvousAddress& address) {
-  UniqueIdContents contents;
-  contents.secret = random_secret();
-  auto server = StoreServer::start(choose_interface().address, contents.secret, timeout);
-  contents.root = server->address();
-  const cclUniqueId id = encode_unique_id(contents);
+  const cclUniqueId id = start_adopted_rendezvous(timeout);
   memcpy(address.data(), id.internal, kAddressBytes);
-  adopt_store_server(std::move(server));
 }
 
 }  // namespace

@@ -241,36 +241,49 @@ bool connected_to_itself(int fd) {
 
 }  // namespace
 
+namespace {
+
+// One connection attempt: 0 and `out` connected, or the errno that stopped it (ETIMEDOUT at the
+// deadline; ECONNREFUSED also for a connection to itself).
+int attempt_connect(const SocketAddress& address, Deadline deadline, const AbortFlag* abort,
+                    Socket* out) {
+  Socket s(::socket(address.family(), SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!s.valid()) throw_system_error(errno, "socket for %s", address.to_string().c_str());
+  int err = 0;
+  if (::connect(s.fd(), reinterpret_cast<const sockaddr*>(&address.storage), address.length) != 0) {
+    err = errno;
+  }
+  if (err == EINPROGRESS || err == EINTR) {
+    err = ETIMEDOUT;
+    while (!deadline.expired()) {
+      short ev = poll_slice(s.fd(), POLLOUT, deadline, abort);
+      if (ev == 0) continue;
+      socklen_t len = sizeof(err);
+      if (getsockopt(s.fd(), SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+      break;
+    }
+  }
+  // Connected to itself: with no listener on a loopback port, a connect whose own ephemeral port
+  // happens to be that port completes as a TCP simultaneous open with itself, and then holds
+  // the port the listener is about to bind. As refused: close it.
+  if (err == 0 && connected_to_itself(s.fd())) err = ECONNREFUSED;
+  if (err == 0) {
+    s.set_nonblocking(false);
+    s.set_nodelay(true);
+    *out = std::move(s);
+  }
+  return err;
+}
+
+}  // namespace
+
 Socket Socket::connect(const SocketAddress& address, Deadline deadline, const AbortFlag* abort) {
   auto backoff = std::chrono::milliseconds(1);
   for (;;) {
     if (aborted(abort)) throw_error(cclRemoteError, "aborted");
-    Socket s(::socket(address.family(), SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-    if (!s.valid()) throw_system_error(errno, "socket for %s", address.to_string().c_str());
-    int err = 0;
-    if (::connect(s.fd(), reinterpret_cast<const sockaddr*>(&address.storage), address.length) !=
-        0) {
-      err = errno;
-    }
-    if (err == EINPROGRESS || err == EINTR) {
-      err = ETIMEDOUT;
-      while (!deadline.expired()) {
-        short ev = poll_slice(s.fd(), POLLOUT, deadline, abort);
-        if (ev == 0) continue;
-        socklen_t len = sizeof(err);
-        if (getsockopt(s.fd(), SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
-        break;
-      }
-    }
-    // Connected to itself: with no listener on a loopback port, a connect whose own ephemeral port
-    // happens to be that port completes as a TCP simultaneous open with itself, and then holds
-    // the port the listener is about to bind. As refused: close it and try again.
-    if (err == 0 && connected_to_itself(s.fd())) err = ECONNREFUSED;
-    if (err == 0) {
-      s.set_nonblocking(false);
-      s.set_nodelay(true);
-      return s;
-    }
+    Socket s;
+    const int err = attempt_connect(address, deadline, abort, &s);
+    if (err == 0) return s;
     // Refused: the listener is not up yet. Timed out: a SYN was lost. Both are worth a retry.
     if (err != ECONNREFUSED && err != ETIMEDOUT) {
       throw_system_error(err, "connect to %s", address.to_string().c_str());
@@ -279,10 +292,24 @@ Socket Socket::connect(const SocketAddress& address, Deadline deadline, const Ab
       throw_error(cclTimeout, "connect to %s timed out (%s)", address.to_string().c_str(),
                   strerror(err));
     }
-    s.close();
     auto sleep = std::min<std::chrono::microseconds>(backoff, deadline.remaining(kPollSlice));
     std::this_thread::sleep_for(sleep);
     backoff = std::min(backoff * 2, std::chrono::milliseconds(100));
+  }
+}
+
+Socket Socket::connect_once(const SocketAddress& address, Deadline deadline,
+                            const AbortFlag* abort) {
+  for (;;) {
+    if (aborted(abort)) throw_error(cclRemoteError, "aborted");
+    Socket s;
+    const int err = attempt_connect(address, deadline, abort, &s);
+    if (err == 0) return s;
+    if (err == ECONNREFUSED || err == ECONNRESET) return Socket();
+    if (err != ETIMEDOUT) throw_system_error(err, "connect to %s", address.to_string().c_str());
+    if (deadline.expired()) {
+      throw_error(cclTimeout, "connect to %s timed out", address.to_string().c_str());
+    }
   }
 }
 

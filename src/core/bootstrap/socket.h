@@ -54,6 +54,10 @@ class Socket {
   // Connects, retrying refused connections until the deadline (the listener may not be up yet).
   static Socket connect(const SocketAddress& address, Deadline deadline,
                         const AbortFlag* abort = nullptr);
+  // One connection, where a refusal is an answer: an invalid Socket when nothing listens there
+  // (a process that is gone); Timeout at the deadline (a host that does not answer).
+  static Socket connect_once(const SocketAddress& address, Deadline deadline,
+                             const AbortFlag* abort = nullptr);
   // Accepts one connection; Timeout at the deadline.
   Socket accept(Deadline deadline, const AbortFlag* abort = nullptr);
 

@@ -344,6 +344,18 @@ AdoptedServers& adopted() {
 
 }  // namespace
 
+cclUniqueId start_adopted_rendezvous(std::chrono::milliseconds idle_timeout) {
+  UniqueIdContents contents;
+  contents.secret = random_secret();
+  const NetInterface iface = choose_interface();
+  auto server = StoreServer::start(iface.address, contents.secret, idle_timeout);
+  contents.root = server->address();
+  CCL_INFO(kBootstrap, "unique id: rendezvous at %s (%s)", contents.root.to_string().c_str(),
+           iface.name.c_str());
+  adopt_store_server(std::move(server));
+  return encode_unique_id(contents);
+}
+
 void adopt_store_server(std::unique_ptr<StoreServer> server) {
   auto& list = adopted();
   std::vector<std::unique_ptr<StoreServer>> finished;

@@ -49,6 +49,9 @@ class StoreServer {
 
 // Keeps servers started by cclGetUniqueId alive until they finish; joins them at exit.
 void adopt_store_server(std::unique_ptr<StoreServer> server);
+// A rendezvous on the bootstrap interface (choose_interface()), adopted as above: the unique id
+// that names it (cclGetUniqueId, and the leader of a split, shrink or grow).
+cclUniqueId start_adopted_rendezvous(std::chrono::milliseconds idle_timeout);
 
 class TcpStore : public Store {
  public:

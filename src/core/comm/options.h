@@ -12,6 +12,9 @@ namespace ccl {
 namespace transport {
 class LoopbackFabric;
 }
+namespace tune {
+struct Figures;
+}
 
 struct CommOptions {
   int rank = 0;
@@ -26,6 +29,9 @@ struct CommOptions {
   bool cuda_context = false;
   // Loopback (ranks as threads of one process, for tests): when set, every peer uses it.
   std::shared_ptr<transport::LoopbackFabric> loopback;
+  // A shrunk or grown communicator's link figures: its parent's (the same links; every member
+  // has the same ones), so that it starts without probing them again. Null: probe or recall.
+  std::shared_ptr<const tune::Figures> figures;
 };
 
 }  // namespace ccl

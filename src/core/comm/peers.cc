@@ -12,6 +12,7 @@
 #include "base/int_ranges.h"
 #include "base/log.h"
 #include "core/comm/transport_choice.h"
+#include "core/recovery/recovery_listener.h"
 #include "topology/host_id.h"
 #include "transport/loopback/loopback_transport.h"
 #include "transport/network_transports.h"
@@ -31,16 +32,36 @@ std::string random_tag() {
   return hex;
 }
 
-// A rank's record at the rendezvous: host id, "pid cuda=0|1" (whether a CUDA context was current
-// where it made the communicator) and locality key, a line each.
+// A rank's record at the rendezvous: host id, "pid cuda=0|1 recovery=ADDRESS" (whether a CUDA
+// context was current where it made the communicator, and where its process's recovery listener
+// is, "-" for none) and locality key, a line each.
 std::string encode_peer(const transport::PeerInfo& p, const topo::RankPlace& place,
-                        bool cuda_context) {
-  return p.host_id + "\n" + std::to_string(p.pid) + (cuda_context ? " cuda=1" : " cuda=0") + "\n" +
-         encode_locality(place.locality);
+                        bool cuda_context, const std::string& recovery) {
+  return p.host_id + "\n" + std::to_string(p.pid) + (cuda_context ? " cuda=1" : " cuda=0") +
+         " recovery=" + recovery + "\n" + encode_locality(place.locality);
+}
+
+// The recovery listener's address in a record's second line (port 0: none).
+SocketAddress decode_recovery(const std::string& line) {
+  const size_t at = line.find(" recovery=");
+  if (at == std::string::npos) return SocketAddress{};
+  const std::string address = line.substr(at + 10);
+  if (address == "-") return SocketAddress{};
+  return SocketAddress::parse(address);
+}
+
+// This process's recovery listener ("-" where it cannot listen: recovery is then refused).
+std::string recovery_address_here() {
+  try {
+    return recovery::Listener::instance().address().to_string();
+  } catch (const Error& e) {
+    CCL_WARN(kInit, "no recovery listener (revoke, agree and shrink will fail): %s", e.what());
+    return "-";
+  }
 }
 
 transport::PeerInfo decode_peer(int rank, const std::string& text, topo::RankPlace* place,
-                                bool* cuda_context) {
+                                bool* cuda_context, SocketAddress* recovery) {
   transport::PeerInfo p;
   p.rank = rank;
   const size_t nl = text.find('\n');
@@ -49,6 +70,7 @@ transport::PeerInfo decode_peer(int rank, const std::string& text, topo::RankPla
   p.host_id = text.substr(0, nl);
   p.pid = atoi(text.c_str() + nl + 1);
   *cuda_context = text.substr(nl + 1, nl2 - nl - 1).find("cuda=1") != std::string::npos;
+  *recovery = decode_recovery(text.substr(nl + 1, nl2 - nl - 1));
   place->host = p.host_id;
   place->locality = decode_locality(text.substr(nl2 + 1));
   return p;
@@ -121,14 +143,16 @@ void Peers::connect_peers(Store& store) {
 
   transport::PeerInfo self{rank, host_id(), static_cast<int>(getpid())};
   store.set("peer/" + std::to_string(rank),
-            to_bytes(encode_peer(self, local_place(self.host_id), options_.cuda_context)));
+            to_bytes(encode_peer(self, local_place(self.host_id), options_.cuda_context,
+                                 recovery_address_here())));
   ctx.peers.resize(nranks);
   std::vector<topo::RankPlace> places(nranks);
   cuda_contexts_.assign(nranks, false);
+  recovery_listeners_.assign(nranks, SocketAddress{});
   for (int r = 0; r < nranks; ++r) {
     bool cuda = false;
     ctx.peers[r] = decode_peer(r, to_string(store.get("peer/" + std::to_string(r), deadline)),
-                               &places[r], &cuda);
+                               &places[r], &cuda, &recovery_listeners_[r]);
     cuda_contexts_[r] = cuda;
   }
   layout_ = CommLayout::build(places);

@@ -15,6 +15,7 @@
 #include "algorithms/direct.h"
 #include "algorithms/executor.h"
 #include "base/deadline.h"
+#include "core/bootstrap/socket.h"
 #include "core/bootstrap/store.h"
 #include "core/call_memory.h"
 #include "core/comm/options.h"
@@ -40,6 +41,8 @@ class Peers {
   bool local_shm() const { return local_shm_; }
   // Which ranks had a CUDA context current where they made the communicator (CommOptions).
   const std::vector<bool>& cuda_contexts() const { return cuda_contexts_; }
+  // Where each rank's process listens for the recovery plane (core/recovery/; port 0: nowhere).
+  const std::vector<SocketAddress>& recovery_listeners() const { return recovery_listeners_; }
   algo::Executor& executor() { return *executor_; }
   algo::DirectCollectives* direct() const {
     return direct_.get();
@@ -79,6 +82,7 @@ class Peers {
   CommLayout layout_;
   std::string comm_tag_;
   std::vector<bool> cuda_contexts_;
+  std::vector<SocketAddress> recovery_listeners_;
   algo::WaitPolicy wait_policy_;
   std::vector<std::unique_ptr<transport::Transport>> transports_;
   algo::PeerLinks links_;

@@ -1,5 +1,7 @@
 #include "core/comm/status.h"
 
+#include <string>
+
 #include "base/error.h"
 
 namespace ccl {
@@ -9,8 +11,19 @@ void CommStatus::mark_failed(cclResult_t code) {
   async_error_.compare_exchange_strong(expected, code);
 }
 
+void CommStatus::revoke(int by) {
+  int none = -1;
+  if (revoked_by_.compare_exchange_strong(none, by)) {
+    set_last_error("the communicator was revoked by rank " + std::to_string(by));
+  }
+  mark_failed(cclRemoteError);
+}
+
 void CommStatus::throw_if_unusable(const char* what) const {
   if (destroyed_.load()) throw_error(cclInvalidUsage, "%s: the communicator was destroyed", what);
+  if (const int by = revoked_by_.load(); by >= 0) {
+    throw_error(cclRemoteError, "%s: the communicator was revoked by rank %d", what, by);
+  }
   if (abort_.load()) throw_error(cclInvalidUsage, "%s: the communicator was aborted", what);
   if (finalized_.load()) {
     throw_error(cclInvalidUsage,

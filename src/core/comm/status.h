@@ -25,6 +25,11 @@ class CommStatus {
   // cclCommFinalize succeeded: only cclCommDestroy may follow.
   void mark_finalized() { finalized_.store(true); }
 
+  // cclCommRevoke, here or by rank `by` (told through the recovery plane): the communicator has
+  // failed with RemoteError; later operations say it was revoked. The first revoker is kept.
+  void revoke(int by);
+  int revoked_by() const { return revoked_by_.load(); }  // -1: not revoked
+
   // First error of an operation (cclSuccess if none): the communicator is unusable after one.
   cclResult_t error() const { return async_error_.load(); }
   // Marks the communicator failed with `code` (the first failure wins).
@@ -43,6 +48,7 @@ class CommStatus {
   AbortFlag abort_{false};
   std::atomic<bool> destroyed_{false};
   std::atomic<bool> finalized_{false};
+  std::atomic<int> revoked_by_{-1};
   std::atomic<cclResult_t> async_error_{cclSuccess};
   std::mutex error_mutex_;
   std::string last_error_;

@@ -109,6 +109,9 @@ void TunerSetup::run() {
     figures = tune::read_figures_file(file);
     share_from_rank0(&figures, sizeof(figures));
     source = file;
+  } else if (options_.figures) {
+    figures = *options_.figures;
+    source = "the parent communicator's";
   } else {
     source = probe_or_recall(shape, &figures);
   }

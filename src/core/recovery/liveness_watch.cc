@@ -1,0 +1,66 @@
+#include "core/recovery/liveness_watch.h"
+
+#include <poll.h>
+
+#include <thread>
+
+#include "base/error.h"
+#include "core/recovery/agreement.h"
+#include "core/recovery/recovery_wire.h"
+
+namespace ccl::recovery {
+
+namespace {
+// How long a refused-or-not probe may take before the rank counts as alive.
+constexpr auto kProbe = std::chrono::milliseconds(200);
+}  // namespace
+
+LivenessWatch::LivenessWatch(const std::vector<SocketAddress>& listeners,
+                             const std::vector<int>& ranks, const std::string& comm_tag, int self,
+                             Deadline deadline)
+    : listeners_(listeners) {
+  for (int r : ranks) {
+    const SocketAddress& to = listeners[static_cast<size_t>(r)];
+    if (to.port() == 0) continue;  // no listener: nothing to watch
+    Socket s = Socket::connect_once(to, deadline);
+    if (!s.valid()) {
+      gone_.push_back(r);
+      continue;
+    }
+    try {
+      send_hello(s, make_hello(Ask::kHold, comm_tag, r, self, 0), deadline);
+      held_.emplace(r, std::move(s));
+    } catch (const Error& e) {
+      if (e.code() == cclTimeout) throw;
+      gone_.push_back(r);
+    }
+  }
+}
+
+int LivenessWatch::first_gone(std::chrono::milliseconds wait) {
+  if (!gone_.empty()) return gone_.front();
+  if (held_.empty()) {
+    std::this_thread::sleep_for(wait);
+    return -1;
+  }
+  std::vector<pollfd> fds;
+  std::vector<int> ranks;
+  for (auto& [r, s] : held_) {
+    fds.push_back({s.fd(), POLLIN, 0});
+    ranks.push_back(r);
+  }
+  if (::poll(fds.data(), fds.size(), static_cast<int>(wait.count())) <= 0) return -1;
+  for (size_t i = 0; i < fds.size(); ++i) {
+    if (fds[i].revents == 0) continue;
+    const int r = ranks[i];
+    held_.erase(r);
+    // Ended: the process died, or the rank let go of the communicator (then it still listens).
+    if (listener_gone(listeners_[static_cast<size_t>(r)], Deadline::after(kProbe))) {
+      gone_.push_back(r);
+      return r;
+    }
+  }
+  return -1;
+}
+
+}  // namespace ccl::recovery

@@ -1,0 +1,166 @@
+#include "core/recovery/recovery_listener.h"
+
+#include <poll.h>
+
+#include <thread>
+
+#include "base/error.h"
+#include "base/log.h"
+
+namespace ccl::recovery {
+
+namespace {
+// How many closed communicators' decisions stay answerable.
+constexpr size_t kKeptClosed = 64;
+// A client sends its hello and vote right after connecting: a slow one is dropped.
+constexpr auto kReadTimeout = std::chrono::milliseconds(1000);
+// Answers to watchers are a few bytes on a local or idle socket.
+constexpr auto kAnswerTimeout = std::chrono::milliseconds(200);
+}  // namespace
+
+Vote Endpoint::record(uint64_t seq, const Vote& decision) {
+  std::lock_guard lock(mutex);
+  auto [it, inserted] = decided.emplace(seq, decision);
+  (void)inserted;
+  auto answer = [&](Socket& s) {
+    try {
+      send_reply(s, Reply::kDecision, &it->second, Deadline::after(kAnswerTimeout));
+    } catch (const Error&) {
+      // The asker is gone; nothing to tell.
+    }
+  };
+  // Coordinators that watch this rank, and participants that took this rank for the coordinator
+  // (their coordinator died after telling this rank only): the decision is theirs too.
+  if (auto watching = watches.find(seq); watching != watches.end()) {
+    for (Socket& s : watching->second) answer(s);
+    watches.erase(watching);
+  }
+  if (auto asking = submits.find(seq); asking != submits.end()) {
+    for (Submission& s : asking->second) answer(s.socket);
+    submits.erase(asking);
+  }
+  return it->second;
+}
+
+Listener& Listener::instance() {
+  static Listener listener;
+  return listener;
+}
+
+Listener::Listener() {
+  SocketAddress address = choose_interface().address;
+  address.set_port(0);
+  socket_ = Socket::listen(address);
+  address_ = socket_.local_address();
+  thread_ = std::thread([this] { run(); });
+  CCL_INFO(kInit, "recovery listener on %s", address_.to_string().c_str());
+}
+
+Listener::~Listener() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+std::shared_ptr<Endpoint> Listener::open(const std::string& tag, int rank,
+                                         std::function<void(int from)> on_revoke) {
+  auto endpoint = std::make_shared<Endpoint>();
+  endpoint->on_revoke = std::move(on_revoke);
+  std::lock_guard lock(mutex_);
+  endpoints_[{tag, rank}] = endpoint;
+  return endpoint;
+}
+
+void Listener::close(const std::string& tag, int rank) {
+  std::shared_ptr<Endpoint> endpoint;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = endpoints_.find({tag, rank});
+    if (it == endpoints_.end()) return;
+    endpoint = it->second;
+    closed_.emplace_back(tag, rank);
+    if (closed_.size() > kKeptClosed) {
+      endpoints_.erase(closed_.front());
+      closed_.erase(closed_.begin());
+    }
+  }
+  std::lock_guard lock(endpoint->mutex);
+  endpoint->closed = true;
+  endpoint->on_revoke = nullptr;
+  endpoint->holds.clear();
+  endpoint->watches.clear();
+  endpoint->submits.clear();
+}
+
+void Listener::run() {
+  for (;;) {
+    {
+      std::lock_guard lock(mutex_);
+      if (stop_) return;
+    }
+    pollfd p{socket_.fd(), POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0) continue;
+    try {
+      serve(socket_.accept(Deadline::after(std::chrono::milliseconds(10))));
+    } catch (const Error& e) {
+      CCL_INFO(kInit, "recovery listener: dropped a connection: %s", e.what());
+    }
+  }
+}
+
+void Listener::serve(Socket socket) {
+  const Deadline deadline = Deadline::after(kReadTimeout);
+  const Hello hello = recv_hello(socket, deadline);
+  const auto ask = static_cast<Ask>(hello.ask);
+  Vote vote;
+  if (ask == Ask::kSubmit) vote = recv_vote(socket, deadline);
+  std::shared_ptr<Endpoint> endpoint;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = endpoints_.find({tag_of(hello), hello.to});
+    if (it != endpoints_.end()) endpoint = it->second;
+  }
+  const Deadline answer = Deadline::after(kAnswerTimeout);
+  if (!endpoint) {
+    // No such communicator here (never made, or long gone): as good as a dead rank for the asker.
+    if (ask == Ask::kSubmit || ask == Ask::kWatch)
+      send_reply(socket, Reply::kUnknown, nullptr, answer);
+    return;
+  }
+  std::lock_guard lock(endpoint->mutex);
+  if (endpoint->closed && ask != Ask::kWatch && ask != Ask::kSubmit) return;
+  auto decided = endpoint->decided.find(hello.seq);
+  switch (ask) {
+    case Ask::kSubmit:
+      if (decided != endpoint->decided.end()) {
+        send_reply(socket, Reply::kDecision, &decided->second, answer);
+      } else if (endpoint->closed) {
+        send_reply(socket, Reply::kUnknown, nullptr, answer);
+      } else {
+        endpoint->submits[hello.seq].push_back({hello.from, std::move(socket), std::move(vote)});
+        endpoint->changed.notify_all();
+      }
+      break;
+    case Ask::kWatch:
+      if (decided != endpoint->decided.end()) {
+        send_reply(socket, Reply::kDecision, &decided->second, answer);
+      } else if (endpoint->closed) {
+        send_reply(socket, Reply::kUnknown, nullptr, answer);
+      } else {
+        endpoint->watches[hello.seq].push_back(std::move(socket));
+      }
+      break;
+    case Ask::kRevoke:
+      if (endpoint->revoked_by < 0) endpoint->revoked_by = hello.from;
+      if (endpoint->on_revoke) endpoint->on_revoke(hello.from);
+      endpoint->changed.notify_all();
+      break;
+    case Ask::kHold:
+      endpoint->holds.push_back(std::move(socket));
+      break;
+  }
+}
+
+}  // namespace ccl::recovery
