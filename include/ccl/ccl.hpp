@@ -28,6 +28,7 @@
 #include <climits>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <ranges>
 #include <span>
@@ -35,6 +36,7 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "ccl.h"
 
@@ -673,6 +675,61 @@ class Communicator {
   std::optional<Communicator> split(int color, int key, const Config& config) {
     cclConfig_t c = detail::to_c(config);
     return split_with(color, key, &c);
+  }
+
+  /// Revokes (cclCommRevoke): every pending and later operation of this communicator, on every
+  /// live rank, fails with cclRemoteError; it can still agree, shrink and be destroyed.
+  void revoke() { detail::check(cclCommRevoke(comm_, 0), "cclCommRevoke", comm_); }
+  /// The bitwise AND of every live rank's `flag`, the same on each (cclCommAgree).
+  int agree(int flag) {
+    detail::check(cclCommAgree(comm_, &flag), "cclCommAgree", comm_);
+    return flag;
+  }
+  /// The ranks this communicator knows have failed, increasing (cclCommGetFailedRanks).
+  std::vector<int> failed_ranks() const {
+    int count = 0;
+    detail::check(cclCommGetFailedRanks(comm_, nullptr, 0, &count), "cclCommGetFailedRanks", comm_);
+    std::vector<int> ranks(static_cast<std::size_t>(count));
+    detail::check(cclCommGetFailedRanks(comm_, ranks.data(), count, &count),
+                  "cclCommGetFailedRanks", comm_);
+    ranks.resize(std::min(ranks.size(), static_cast<std::size_t>(count)));
+    return ranks;
+  }
+  /**
+   * @brief Shrinks (cclCommShrink): every rank not in `exclude` calls it; with `abort_first`
+   * (CCL_SHRINK_ABORT) the operation in flight is aborted first, and an empty `exclude` means
+   * the ranks found dead. Survivors keep their order. Throws ccl::Error (cclRemoteError) if a
+   * rank that should take part died during it: call it again.
+   * @code
+   * try { comm.all_reduce(grad); } catch (const ccl::Error&) {
+   *   comm.revoke();
+   *   comm = comm.shrink({}, true);  // the survivors, renumbered in order
+   * }
+   * @endcode
+   */
+  Communicator shrink(std::span<const int> exclude, bool abort_first) {
+    cclComm_t child = nullptr;
+    detail::check(
+        cclCommShrink(comm_, const_cast<int*>(exclude.data()), static_cast<int>(exclude.size()),
+                      &child, nullptr, abort_first ? CCL_SHRINK_ABORT : CCL_SHRINK_DEFAULT),
+        "cclCommShrink", comm_);
+    return Communicator(child);
+  }
+  Communicator shrink(std::initializer_list<int> exclude, bool abort_first) {
+    return shrink(std::span<const int>(exclude.begin(), exclude.size()), abort_first);
+  }
+  /// Grows back to `nranks` (cclCommGrow): every member calls it and keeps its rank; the
+  /// newcomers call Communicator::join_grown with the same `id` (get_unique_id() on a member).
+  Communicator grow(int nranks, const UniqueId& id) {
+    cclComm_t grown = nullptr;
+    detail::check(cclCommGrow(comm_, nranks, &id, -1, &grown, nullptr), "cclCommGrow", comm_);
+    return Communicator(grown);
+  }
+  /// A newcomer's side of grow(): joins as `rank` (at least the old size) of `nranks`.
+  static Communicator join_grown(int nranks, const UniqueId& id, int rank) {
+    cclComm_t grown = nullptr;
+    detail::check(cclCommGrow(nullptr, nranks, &id, rank, &grown, nullptr), "cclCommGrow");
+    return Communicator(grown);
   }
 
   /**

@@ -94,9 +94,12 @@ std::shared_ptr<Communicator> Communicator::create_async(const CommOptions& opti
 }
 
 void Communicator::init(Store& store) {
-  peers_.connect(store);
-  recovery_.open(peers_.comm_tag(), peers_.recovery_listeners(),
-                 [this](int by) { revoked_by(by); });
+  // The recovery endpoint is open on every rank before any rank returns from init: a rank's
+  // first agreement may come at once.
+  peers_.connect(store, [this] {
+    recovery_.open(peers_.comm_tag(), peers_.recovery_listeners(),
+                   [this](int by) { revoked_by(by); });
+  });
   runner_.connected();  // the trace's file is named after the communicator's tag
   try {
     TunerSetup(options_, peers_, planner_, runner_).run();  // runs collectives

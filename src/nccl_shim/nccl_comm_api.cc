@@ -1,6 +1,6 @@
-// NCCL's communicator calls on ccl's: init (rank, config, all, scalable), split, finalize,
-// destroy, abort, the queries, registration; what ccl does not have (shrink, revoke, windows) is
-// refused with ncclInvalidUsage.
+// NCCL's communicator calls on ccl's: init (rank, config, all, scalable), split, shrink, revoke,
+// grow, finalize, destroy, abort, the queries, registration; what ccl does not have (symmetric
+// memory windows) is refused with ncclInvalidUsage.
 #include <nccl.h>
 
 #include <cstring>
@@ -15,6 +15,7 @@ using namespace ccl_nccl;
 
 static_assert(sizeof(ncclUniqueId) == sizeof(cclUniqueId), "ids are passed through unchanged");
 static_assert(NCCL_SPLIT_NOCOLOR == CCL_SPLIT_NOCOLOR);
+static_assert(NCCL_SHRINK_DEFAULT == CCL_SHRINK_DEFAULT && NCCL_SHRINK_ABORT == CCL_SHRINK_ABORT);
 
 namespace {
 
@@ -35,6 +36,20 @@ ncclComm_t wrap(cclComm_t comm, int device = -1) {
     handle->cuda_device = 0;
   }
   return handle;
+}
+
+// A new communicator that ccl made (`result`) for `parent`'s device, or the error.
+ncclResult_t wrap_made(cclResult_t result, cclComm_t made, int device, ncclComm_t* newcomm,
+                       const char* function) {
+  if ((result != cclSuccess && result != cclInProgress) || made == nullptr) {
+    return from_ccl(result);
+  }
+  *newcomm = wrap(made, device);
+  if (*newcomm == nullptr) {
+    cclCommDestroy(made);
+    return fail(ncclSystemError, "%s: out of memory", function);
+  }
+  return from_ccl(result);
 }
 
 ncclResult_t init_rank(const char* function, ncclComm_t* comm, int nranks, const ncclUniqueId& id,
@@ -132,28 +147,71 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
   cclComm_t child = nullptr;
   const cclResult_t result =
       cclCommSplit(parent, color, key, &child, config ? &ccl_config : nullptr);
-  if ((result != cclSuccess && result != cclInProgress) || child == nullptr) {
-    return from_ccl(result);  // NCCL_SPLIT_NOCOLOR: success and no communicator
-  }
-  *newcomm = wrap(child, comm->cuda_device);
-  if (*newcomm == nullptr) {
-    cclCommDestroy(child);
-    return fail(ncclSystemError, "%s: out of memory", function);
-  }
+  // NCCL_SPLIT_NOCOLOR: success and no communicator.
+  return wrap_made(result, child, comm->cuda_device, newcomm, function);
+}
+
+// The flags have the same values (checked above); ccl checks the list, the flags and the config.
+ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
+                            ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
+  const char* function = "ncclCommShrink";
+  begin_call();
+  cclComm_t parent = checked(comm, function);
+  if (parent == nullptr) return ncclInvalidArgument;
+  if (newcomm == nullptr) return fail(ncclInvalidArgument, "%s: newcomm is NULL", function);
+  *newcomm = nullptr;
+  cclConfig_t ccl_config;
+  if (!to_ccl_config(config, &ccl_config, function)) return ncclInvalidArgument;
+  cclComm_t child = nullptr;
+  const cclResult_t result = cclCommShrink(parent, excludeRanksList, excludeRanksCount, &child,
+                                           config ? &ccl_config : nullptr, shrinkFlags);
+  return wrap_made(result, child, comm->cuda_device, newcomm, function);
+}
+
+ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
+  begin_call();
+  cclComm_t c = checked(comm, "ncclCommRevoke");
+  return c != nullptr ? from_ccl(cclCommRevoke(c, revokeFlags)) : ncclInvalidArgument;
+}
+
+// NCCL 2.29's grow (its nccl.h declares these; the 2.28 header this is built with does not): the
+// id comes from any member, the members pass rank -1, each newcomer comm NULL and its rank.
+extern "C" {
+ncclResult_t ncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId* uniqueId);
+ncclResult_t pncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId* uniqueId);
+ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank,
+                          ncclComm_t* newcomm, ncclConfig_t* config);
+ncclResult_t pncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank,
+                           ncclComm_t* newcomm, ncclConfig_t* config);
+}
+
+ncclResult_t ncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId* uniqueId) {
+  begin_call();
+  if (checked(comm, "ncclCommGetUniqueId") == nullptr) return ncclInvalidArgument;
+  if (uniqueId == nullptr)
+    return fail(ncclInvalidArgument, "ncclCommGetUniqueId: uniqueId is NULL");
+  cclUniqueId id;
+  const cclResult_t result = cclGetUniqueId(&id);
+  if (result == cclSuccess) std::memcpy(uniqueId, &id, sizeof(id));
   return from_ccl(result);
 }
 
-ncclResult_t ncclCommShrink(ncclComm_t, int*, int, ncclComm_t* newcomm, ncclConfig_t*, int) {
+ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank,
+                          ncclComm_t* newcomm, ncclConfig_t* config) {
+  const char* function = "ncclCommGrow";
   begin_call();
-  if (newcomm != nullptr) *newcomm = nullptr;
-  return unsupported(
-      "ncclCommShrink",
-      "ncclCommSplit with NCCL_SPLIT_NOCOLOR on the excluded ranks makes the same communicator");
-}
-
-ncclResult_t ncclCommRevoke(ncclComm_t, int) {
-  begin_call();
-  return unsupported("ncclCommRevoke", "ncclCommAbort stops a communicator's operations");
+  cclComm_t parent = nullptr;
+  if (comm != nullptr && (parent = checked(comm, function)) == nullptr) return ncclInvalidArgument;
+  if (newcomm == nullptr) return fail(ncclInvalidArgument, "%s: newcomm is NULL", function);
+  *newcomm = nullptr;
+  if (uniqueId == nullptr) return fail(ncclInvalidArgument, "%s: uniqueId is NULL", function);
+  cclConfig_t ccl_config;
+  if (!to_ccl_config(config, &ccl_config, function)) return ncclInvalidArgument;
+  const cclUniqueId id = to_ccl_id(*uniqueId);
+  cclComm_t grown = nullptr;
+  const cclResult_t result =
+      cclCommGrow(parent, nRanks, &id, rank, &grown, config ? &ccl_config : nullptr);
+  return wrap_made(result, grown, comm != nullptr ? comm->cuda_device : -1, newcomm, function);
 }
 
 ncclResult_t ncclCommFinalize(ncclComm_t comm) {
@@ -243,6 +301,8 @@ CCL_NCCL_PROFILING_ALIAS(ncclCommInitAll)
 CCL_NCCL_PROFILING_ALIAS(ncclCommSplit)
 CCL_NCCL_PROFILING_ALIAS(ncclCommShrink)
 CCL_NCCL_PROFILING_ALIAS(ncclCommRevoke)
+CCL_NCCL_PROFILING_ALIAS(ncclCommGetUniqueId)
+CCL_NCCL_PROFILING_ALIAS(ncclCommGrow)
 CCL_NCCL_PROFILING_ALIAS(ncclCommFinalize)
 CCL_NCCL_PROFILING_ALIAS(ncclCommDestroy)
 CCL_NCCL_PROFILING_ALIAS(ncclCommAbort)

@@ -288,12 +288,14 @@ static void check_refusals(void) {
   if (strlen(ncclGetLastError(c)) == 0) failf("no message for a bad datatype");
   EXPECT_RESULT(ncclInvalidArgument, ncclAllReduce(&x, &x, 1, ncclFloat, ncclSum, NULL, NULL));
   EXPECT_RESULT(ncclInvalidArgument, ncclGather(&x, &x, 1, ncclFloat, nranks, c, NULL));
-  EXPECT_RESULT(ncclInvalidUsage,
+  /* Shrinking away this very rank, and revoke's reserved flags. */
+  EXPECT_RESULT(ncclInvalidArgument,
                 ncclCommShrink(c, &rank_of[0], 1, &none, NULL, NCCL_SHRINK_DEFAULT));
-  if (strstr(ncclGetLastError(c), "not supported") == NULL)
+  if (strstr(ncclGetLastError(c), "excludeRanksList") == NULL)
     failf("shrink: %s", ncclGetLastError(c));
   if (none != NULL) failf("shrink left a communicator");
-  EXPECT_RESULT(ncclInvalidUsage, ncclCommRevoke(c, NCCL_REVOKE_DEFAULT));
+  EXPECT_RESULT(ncclInvalidArgument, ncclCommShrink(c, NULL, 0, &none, NULL, 7));
+  EXPECT_RESULT(ncclInvalidArgument, ncclCommRevoke(c, 1));
   ncclSimInfo_t sim = NCCL_SIM_INFO_INITIALIZER;
   EXPECT_RESULT(ncclInvalidUsage, ncclGroupSimulateEnd(&sim));
   ncclWindow_t win;
@@ -404,6 +406,55 @@ static int share_id(int rank, const char* prefix, ncclUniqueId* id) {
   return 0;
 }
 
+/* Ranks mode: the last rank is left out of a shrink (it stays alive and does not call it), the
+ * others check the shrunk communicator, then it rejoins through ncclCommGrow (NCCL 2.29: an id
+ * from ncclCommGetUniqueId, members pass rank -1); then rank 0 revokes the shrunk communicator
+ * and the other members' next call on it fails with ncclRemoteError. */
+typedef ncclResult_t (*get_unique_id_fn)(ncclComm_t, ncclUniqueId*);
+typedef ncclResult_t (*grow_fn)(ncclComm_t, int, const ncclUniqueId*, int, ncclComm_t*,
+                                ncclConfig_t*);
+static void check_recovery(const char* prefix) {
+  const int r = rank_of[0], last = nranks - 1;
+  /* Looked up at run time: the program links against the 2.28 library, which has no grow. */
+  get_unique_id_fn ncclCommGetUniqueId =
+      (get_unique_id_fn)dlsym(RTLD_DEFAULT, "ncclCommGetUniqueId");
+  grow_fn ncclCommGrow = (grow_fn)dlsym(RTLD_DEFAULT, "ncclCommGrow");
+  if (ncclCommGetUniqueId == NULL || ncclCommGrow == NULL) {
+    failf("the library has no ncclCommGetUniqueId/ncclCommGrow");
+    return;
+  }
+  ncclComm_t shrunk = NULL, grown = NULL;
+  if (r != last) {
+    int excluded = last;
+    EXPECT_OK(ncclCommShrink(comms[0], &excluded, 1, &shrunk, NULL, NCCL_SHRINK_DEFAULT));
+    if (shrunk == NULL) return;
+    int size = 0, rank = -1;
+    EXPECT_OK(ncclCommCount(shrunk, &size));
+    EXPECT_OK(ncclCommUserRank(shrunk, &rank));
+    if (size != nranks - 1 || rank != r) failf("shrink: rank %d of %d", rank, size);
+    int64_t mine = r + 1, sum = 0;
+    EXPECT_OK(ncclAllReduce(&mine, &sum, 1, ncclInt64, ncclSum, shrunk, NULL));
+    if (sum != (int64_t)(nranks - 1) * nranks / 2) failf("shrink: sum %lld", (long long)sum);
+  }
+  char grow_prefix[PATH_MAX];
+  snprintf(grow_prefix, sizeof(grow_prefix), "%s.grow", prefix);
+  ncclUniqueId id;
+  if (r == 0) EXPECT_OK(ncclCommGetUniqueId(shrunk, &id));
+  if (!share_id(r, grow_prefix, &id)) return;
+  EXPECT_OK(ncclCommGrow(shrunk, nranks, &id, r == last ? last : -1, &grown, NULL));
+  if (grown == NULL) return;
+  int64_t mine = r + 1, sum = 0;
+  EXPECT_OK(ncclAllReduce(&mine, &sum, 1, ncclInt64, ncclSum, grown, NULL));
+  if (sum != (int64_t)nranks * (nranks + 1) / 2) failf("grow: sum %lld", (long long)sum);
+  if (r == 0) unlink(id_path); /* every rank has joined */
+  EXPECT_OK(ncclCommDestroy(grown));
+  if (shrunk == NULL) return;
+  if (r == 0) EXPECT_OK(ncclCommRevoke(shrunk, NCCL_REVOKE_DEFAULT));
+  float x = 1;
+  EXPECT_RESULT(ncclRemoteError, ncclAllReduce(&x, &x, 1, ncclFloat, ncclSum, shrunk, NULL));
+  EXPECT_OK(ncclCommDestroy(shrunk));
+}
+
 int main(int argc, char** argv) {
   if (argc != 3) {
     fprintf(stderr, "usage: nccl_program threads N | ranks IDFILE\n");
@@ -442,6 +493,7 @@ int main(int argc, char** argv) {
   check_ops_and_memory();
   check_refusals();
   if (!threads) check_split();
+  if (!threads && nranks >= 2) check_recovery(argv[2]);
   for (int l = 0; l < local_ranks; ++l) {
     EXPECT_OK(ncclCommFinalize(comms[l]));
     EXPECT_OK(ncclCommDestroy(comms[l]));

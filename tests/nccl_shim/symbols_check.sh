@@ -19,8 +19,10 @@ if [ "$n" -lt 60 ]; then
   echo "symbols_check: only $n functions found in $header: has its format changed?"
   exit 1
 fi
+# Newer NCCL's functions the shim exports ahead of this header (NCCL 2.29's grow).
+ahead=$(printf '%s\n' ncclCommGetUniqueId ncclCommGrow pncclCommGetUniqueId pncclCommGrow | sort)
 missing=$(comm -23 <(echo "$declared") <(echo "$exported"))
-extra=$(comm -13 <(echo "$declared") <(echo "$every_export"))
+extra=$(comm -13 <(sort -u <(echo "$declared") <(echo "$ahead")) <(echo "$every_export"))
 soname=$(readelf -d "$library" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
 status=0
 if [ -n "$missing" ]; then

@@ -95,8 +95,8 @@ std::vector<std::string> net_offer_here(int rank) {
 Peers::Peers(const CommOptions& options, const AbortFlag* abort)
     : options_(options), abort_(abort) {}
 
-void Peers::connect(Store& store) {
-  connect_peers(store);
+void Peers::connect(Store& store, const std::function<void()>& ready_here) {
+  connect_peers(store, ready_here);
   choose_wait_policy();
   executor_ = std::make_unique<algo::Executor>(links_, wait_policy_, abort_);
   for (auto& t : transports_) transport_list_.push_back(t.get());
@@ -126,7 +126,7 @@ CallMemory Peers::resolve_memory(const char* what, const void* input, const void
   return resolve_call_memory(registrations(), transport_list_, what, input, output);
 }
 
-void Peers::connect_peers(Store& store) {
+void Peers::connect_peers(Store& store, const std::function<void()>& ready_here) {
   const int rank = options_.rank, nranks = options_.nranks;
   Deadline deadline = Deadline::after(options_.timeout);
   transport::SetupContext ctx;
@@ -198,6 +198,7 @@ void Peers::connect_peers(Store& store) {
       if (!by_net[i].empty()) attach(nets[i].make(ctx), by_net[i]);
     }
   }
+  if (ready_here) ready_here();
   store_barrier(store, "connected", nranks, deadline);
   for (auto& t : transports_) t->setup_done();
 }

@@ -7,6 +7,7 @@
 // (call_memory.h). It needs the options and the abort flag every wait watches, no other part.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -32,7 +33,9 @@ class Peers {
 
   // Joins the other ranks through `store`, connects to every peer, chooses the wait policy and
   // builds the executor (and the direct collectives when the transports share a window).
-  void connect(Store& store);
+  // `ready_here` runs once this rank is connected, before the ranks' last barrier: what it sets
+  // up is in place on every rank when any rank's connect() returns.
+  void connect(Store& store, const std::function<void()>& ready_here = {});
 
   const CommLayout& layout() const { return layout_; }
   // 12 hex digits rank 0 draws at connect() and every member shares ("" before): they name the
@@ -68,7 +71,7 @@ class Peers {
   void collect_notices(std::vector<std::pair<int, transport::FailureNotice>>& notices);
 
  private:
-  void connect_peers(Store& store);
+  void connect_peers(Store& store, const std::function<void()>& ready_here);
   // Each network peer's transport (transport_choice.h), indexed as network_transports().
   std::vector<std::vector<int>> choose_networks(Store& store, const transport::SetupContext& ctx,
                                                 const std::vector<int>& net_peers,
