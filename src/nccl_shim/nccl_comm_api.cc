@@ -134,9 +134,11 @@ ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
   return ncclSuccess;
 }
 
-ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
-                           ncclConfig_t* config) {
-  const char* function = "ncclCommSplit";
+// A call that makes a child of `comm` (split, shrink): checks the handles and the config, then
+// runs make(parent, config or NULL, &child) and wraps what it made on `comm`'s device.
+template <class Make>
+ncclResult_t make_child(const char* function, ncclComm_t comm, ncclComm_t* newcomm,
+                        ncclConfig_t* config, Make&& make) {
   begin_call();
   cclComm_t parent = checked(comm, function);
   if (parent == nullptr) return ncclInvalidArgument;
@@ -145,27 +147,27 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
   cclConfig_t ccl_config;
   if (!to_ccl_config(config, &ccl_config, function)) return ncclInvalidArgument;
   cclComm_t child = nullptr;
-  const cclResult_t result =
-      cclCommSplit(parent, color, key, &child, config ? &ccl_config : nullptr);
-  // NCCL_SPLIT_NOCOLOR: success and no communicator.
+  const cclResult_t result = make(parent, config ? &ccl_config : nullptr, &child);
   return wrap_made(result, child, comm->cuda_device, newcomm, function);
+}
+
+ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
+                           ncclConfig_t* config) {
+  // NCCL_SPLIT_NOCOLOR: success and no communicator.
+  return make_child("ncclCommSplit", comm, newcomm, config,
+                    [&](cclComm_t parent, cclConfig_t* c, cclComm_t* child) {
+                      return cclCommSplit(parent, color, key, child, c);
+                    });
 }
 
 // The flags have the same values (checked above); ccl checks the list, the flags and the config.
 ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
                             ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
-  const char* function = "ncclCommShrink";
-  begin_call();
-  cclComm_t parent = checked(comm, function);
-  if (parent == nullptr) return ncclInvalidArgument;
-  if (newcomm == nullptr) return fail(ncclInvalidArgument, "%s: newcomm is NULL", function);
-  *newcomm = nullptr;
-  cclConfig_t ccl_config;
-  if (!to_ccl_config(config, &ccl_config, function)) return ncclInvalidArgument;
-  cclComm_t child = nullptr;
-  const cclResult_t result = cclCommShrink(parent, excludeRanksList, excludeRanksCount, &child,
-                                           config ? &ccl_config : nullptr, shrinkFlags);
-  return wrap_made(result, child, comm->cuda_device, newcomm, function);
+  return make_child("ncclCommShrink", comm, newcomm, config,
+                    [&](cclComm_t parent, cclConfig_t* c, cclComm_t* child) {
+                      return cclCommShrink(parent, excludeRanksList, excludeRanksCount, child, c,
+                                           shrinkFlags);
+                    });
 }
 
 ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
