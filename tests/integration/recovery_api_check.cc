@@ -10,6 +10,9 @@
 //   shrink             rank 3 dies; the survivors shrink excluding {3}, and rank 1 dies inside that
 //                      shrink: ranks 0 and 2 get cclRemoteError (or, had rank 1 died after the
 //                      join, a failed next call), then shrink again without it
+//   fork               rank 3 forks a child that outlives it, then dies: the child must not keep
+//                      rank 3's recovery listener and connections open (the agreement would
+//                      wait for its timeout)
 //   revoke             rank 2 dies; rank 0 revokes at once (promptly, though a peer is dead);
 //                      ranks 1 and 3, blocked in an allreduce, get cclRemoteError; all shrink
 #include <signal.h>
@@ -82,7 +85,7 @@ void finish(cclComm_t comm, int survivors, long want) {
 int main(int argc, char** argv) {
   if (argc != 2) {
     fprintf(stderr,
-            "usage: recovery_api_check agree-coordinator|agree-participant|shrink|revoke\n");
+            "usage: recovery_api_check agree-coordinator|agree-participant|fork|shrink|revoke\n");
     return 2;
   }
   mode = argv[1];
@@ -121,6 +124,27 @@ int main(int argc, char** argv) {
       fail("the failed set is not the victim alone", comm);
     }
     finish(comm, 3, 10 - (victim + 1));
+  }
+  if (strcmp(mode, "fork") == 0) {
+    if (rank == 3) {
+      // A child forked after init (as a DataLoader worker is) outlives its parent: it must not
+      // keep the parent's recovery listener or its connections open.
+      if (fork() == 0) {
+        sleep(30);
+        _exit(0);
+      }
+      sleep_ms(20);
+      raise(SIGKILL);
+    }
+    sleep_ms(50);
+    const auto start = std::chrono::steady_clock::now();
+    int flag = 1;
+    if (cclCommAgree(comm, &flag) != cclSuccess || flag != 1) fail("agree", comm);
+    if (failed_ranks(comm) != std::vector<int>{3}) fail("rank 3 is not the failed rank", comm);
+    if (std::chrono::steady_clock::now() - start > std::chrono::seconds(5)) {
+      fail("the agreement took more than 5 s: the forked child held the dead rank's sockets", comm);
+    }
+    finish(comm, 3, 10 - 4);
   }
   if (strcmp(mode, "shrink") == 0) {
     if (rank == 3) raise(SIGKILL);

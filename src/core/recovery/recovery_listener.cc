@@ -1,6 +1,8 @@
 #include "core/recovery/recovery_listener.h"
 
 #include <poll.h>
+#include <pthread.h>
+#include <unistd.h>
 
 #include <thread>
 
@@ -42,9 +44,90 @@ Vote Endpoint::record(uint64_t seq, const Vote& decision) {
   return it->second;
 }
 
+namespace {
+
+// The listener of this process. A child forked from it (a Python DataLoader worker, say) must
+// not keep the parent's listening socket and held connections open: a survivor would then see
+// the parent's port accept and its connections stay up after the parent died. The fork handlers
+// close them in the child (no listener thread exists there), which makes its own on first use;
+// the parent's copy stays allocated there (its thread is gone), reachable from `abandoned`.
+struct Process {
+  std::mutex mutex;
+  Listener* listener = nullptr;
+  pid_t owner = 0;
+  std::vector<Listener*> abandoned;
+  ~Process() {
+    if (listener != nullptr && owner == getpid()) delete listener;
+  }
+};
+Process& process() {
+  static Process p;
+  return p;
+}
+
+}  // namespace
+
 Listener& Listener::instance() {
-  static Listener listener;
-  return listener;
+  Process& p = process();
+  std::lock_guard lock(p.mutex);
+  if (p.listener != nullptr && p.owner != getpid()) {
+    p.abandoned.push_back(p.listener);
+    p.listener = nullptr;
+  }
+  if (p.listener == nullptr) {
+    static const bool handlers = [] {
+      pthread_atfork(
+          [] {
+            process().mutex.lock();
+            if (process().listener) process().listener->before_fork();
+          },
+          [] {
+            if (process().listener) process().listener->after_fork(false);
+            process().mutex.unlock();
+          },
+          [] {
+            if (process().listener) process().listener->after_fork(true);
+            process().mutex.unlock();
+          });
+      return true;
+    }();
+    (void)handlers;
+    p.listener = new Listener();
+    p.owner = getpid();
+  }
+  return *p.listener;
+}
+
+void Listener::before_fork() {
+  mutex_.lock();
+  for (auto& [key, endpoint] : endpoints_) endpoint->mutex.lock();
+}
+
+void Listener::after_fork(bool in_child) {
+  for (auto& [key, endpoint] : endpoints_) {
+    if (in_child) {
+      // Close the descriptors here only (the parent's sockets stay open in the parent).
+      for (Socket& s : endpoint->holds) ::close(s.release());
+      for (auto& [seq, sockets] : endpoint->watches) {
+        for (Socket& s : sockets) ::close(s.release());
+      }
+      for (auto& [seq, submissions] : endpoint->submits) {
+        for (Endpoint::Submission& s : submissions) ::close(s.socket.release());
+      }
+      endpoint->holds.clear();
+      endpoint->watches.clear();
+      endpoint->submits.clear();
+      endpoint->on_revoke = nullptr;
+      endpoint->closed = true;
+    }
+    endpoint->mutex.unlock();
+  }
+  if (in_child) {
+    ::close(socket_.release());
+    // thread_ names the parent's thread, which does not exist here: this object is abandoned,
+    // never destroyed (instance() makes the child its own listener).
+  }
+  mutex_.unlock();
 }
 
 Listener::Listener() {

@@ -68,6 +68,9 @@ class Listener {
  private:
   Listener();
   void run();
+  // pthread_atfork: hold every lock across fork(); in the child close every descriptor.
+  void before_fork();
+  void after_fork(bool in_child);
   void serve(Socket socket);
 
   Socket socket_;
