@@ -39,7 +39,7 @@ void Communicator::revoke() {
   async_.wait_initialized("cclCommRevoke");
   status_.revoke(rank());
   abort();
-  recovery_.spread_revoke(kRevokePerPeer);
+  recovery_.spread_revoke(kRevokePerPeer, Deadline::after(options_.timeout));
 }
 
 std::unique_lock<std::timed_mutex> Communicator::quiesce(const char* what) {

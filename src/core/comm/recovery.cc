@@ -19,7 +19,7 @@ void Recovery::close() {
   if (endpoint_) recovery::Listener::instance().close(comm_tag_, rank_);
 }
 
-void Recovery::spread_revoke(std::chrono::milliseconds per_peer) {
+void Recovery::spread_revoke(std::chrono::milliseconds per_peer, Deadline deadline) {
   {
     std::lock_guard lock(failed_mutex_);
     if (revoke_spread_) return;
@@ -29,15 +29,20 @@ void Recovery::spread_revoke(std::chrono::milliseconds per_peer) {
   for (int r = 0; r < nranks_; ++r) {
     const SocketAddress& to = listeners_[static_cast<size_t>(r)];
     if (r == rank_ || gone.contains(r) || to.port() == 0) continue;
+    if (deadline.expired()) {
+      CCL_WARN(kInit, "rank %d: revoke told ranks below %d only: the timeout passed", rank_, r);
+      return;
+    }
     try {
-      const Deadline deadline = Deadline::after(per_peer);
-      Socket s = Socket::connect_once(to, deadline);
+      const Deadline by = std::min(Deadline::after(per_peer), deadline,
+                                   [](Deadline a, Deadline b) { return a.at() < b.at(); });
+      Socket s = Socket::connect_once(to, by);
       if (!s.valid()) {
         note_failed({r});
         continue;
       }
       recovery::send_hello(s, recovery::make_hello(recovery::Ask::kRevoke, comm_tag_, r, rank_, 0),
-                           deadline);
+                           by);
     } catch (const Error& e) {
       CCL_INFO(kInit, "rank %d: revoke not told to rank %d: %s", rank_, r, e.what());
     }

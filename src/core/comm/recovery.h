@@ -34,8 +34,8 @@ class Recovery {
   void close();
 
   // Tells every other rank's listener that this rank revoked the communicator (once; a peer that
-  // does not answer within `per_peer` is skipped: it learns from its transports).
-  void spread_revoke(std::chrono::milliseconds per_peer);
+  // does not answer within `per_peer` is skipped: it learns from its transports), by `deadline`.
+  void spread_revoke(std::chrono::milliseconds per_peer, Deadline deadline);
 
   // One agreement at a time (the caller holds it while it runs one).
   std::mutex& mutex() { return mutex_; }
