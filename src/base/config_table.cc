@@ -33,6 +33,11 @@ const std::vector<ConfigVar>& config_vars() {
       {"CCL_LOCAL_RANK", ConfigType::Int, "-1",
        "rank among the ranks of this host (set by cclrun)"},
       {"CCL_LOCAL_SIZE", ConfigType::Int, "-1", "number of ranks on this host (set by cclrun)"},
+      {"CCL_REPLACEMENT", ConfigType::Bool, "0",
+       "1: this process replaces a rank that died (set by cclrun --restart-failed): it joins the "
+       "survivors through cclCommGrow rather than the job's first rendezvous"},
+      {"CCL_REPLACEMENT_COUNT", ConfigType::Int, "0",
+       "how many times this rank was replaced so far (set by cclrun --restart-failed)"},
       {"CCL_HOSTID", ConfigType::String, "",
        "overrides the host identity (hostname + boot id): ranks with equal ids use shared memory"},
       // Transports

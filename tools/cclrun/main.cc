@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -19,6 +20,7 @@
 
 #include "bind.h"
 #include "options.h"
+#include "rank_launcher.h"
 #include "spawn.h"
 #include "supervisor.h"
 
@@ -78,20 +80,6 @@ std::string random_secret_hex() {
   return hex;
 }
 
-// mpirun's --report-bindings, in words: which core or NUMA node, and its CPUs.
-void report_binding(BindPolicy policy, int rank, const std::vector<BindUnit>& bindings) {
-  if (bindings.empty()) {
-    fprintf(stderr, "cclrun: rank %d not bound\n", rank);
-    return;
-  }
-  const BindUnit& unit = bindings[rank];
-  fprintf(stderr, "cclrun: rank %d bound to %s %d: cpus %s\n", rank,
-          policy == BindPolicy::kNuma ? "NUMA node" : "core", unit.index,
-          format_cpu_list(unit.cpus).c_str());
-}
-
-void set_nonblocking(int fd) { fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK); }
-
 int run_main(int argc, char** argv) {
   ensure_standard_fds();
   Options options;
@@ -132,7 +120,9 @@ int run_main(int argc, char** argv) {
   rlimit nofile{};
   getrlimit(RLIMIT_NOFILE, &nofile);
   if (options.tag_output) {
-    rlim_t need = 2 * static_cast<rlim_t>(options.nranks) + 64;
+    // Two pipes per rank; a replacement's pipes may open before its predecessor's reach EOF.
+    const int replacing = std::min(options.restart_failed, options.nranks);
+    rlim_t need = 2 * static_cast<rlim_t>(options.nranks + replacing) + 64;
     if (nofile.rlim_cur < need) {
       if (nofile.rlim_max < need) {
         fprintf(stderr,
@@ -157,7 +147,6 @@ int run_main(int argc, char** argv) {
 
   EnvList base = current_environment();
   for (const auto& [name, value] : options.exports) env_set(&base, name, value);
-  env_unset(&base, "CCL_BOOTSTRAP_LISTEN_FD");  // a nested cclrun's: not ours to pass on
   const std::string n = std::to_string(options.nranks);
   for (const auto& [name, value] : EnvList{{"CCL_WORLD_SIZE", n},
                                            {"CCL_LOCAL_SIZE", n},
@@ -170,55 +159,19 @@ int run_main(int argc, char** argv) {
     env_set(&base, name, value);
   }
 
-  Supervisor supervisor(signal_fd, options.grace_seconds, options.timeout_seconds);
+  RankLauncher launcher(options, std::move(base), std::move(bindings), listen_fd, dev_null,
+                        original_mask, nofile);
+  Supervisor supervisor(
+      signal_fd, options.grace_seconds, options.timeout_seconds, options.restart_failed,
+      [&launcher](int rank, int replacement) { return launcher.start(rank, replacement); });
   for (int rank = 0; rank < options.nranks; ++rank) {
-    ChildSetup setup;
-    setup.command = options.command;
-    setup.env = base;
-    const std::string r = std::to_string(rank);
-    for (const char* name : {"CCL_RANK", "CCL_LOCAL_RANK", "RANK", "LOCAL_RANK"}) {
-      env_set(&setup.env, name, r);
-    }
-    if (rank == 0) {
-      setup.inherit_fd = listen_fd;
-      env_set(&setup.env, "CCL_BOOTSTRAP_LISTEN_FD", std::to_string(listen_fd));
-    } else {
-      setup.stdin_fd = dev_null;  // one reader of the terminal, like mpirun
-    }
-    if (!bindings.empty()) setup.affinity = make_affinity_mask(bindings[rank].cpus);
-    if (options.report_bindings) report_binding(options.bind, rank, bindings);
-    setup.signal_mask = original_mask;
-    setup.nofile_limit = nofile;
-    int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1};
-    if (options.tag_output) {
-      if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0) die("pipe");
-      setup.stdout_fd = out_pipe[1];
-      setup.stderr_fd = err_pipe[1];
-    }
-    pid_t pid = spawn_child(setup);
-    int fork_errno = errno;
-    if (rank == 0) close(listen_fd);  // rank 0 owns it now
-    if (options.tag_output) {
-      close(out_pipe[1]);
-      close(err_pipe[1]);
-      if (pid < 0) {
-        close(out_pipe[0]);
-        close(err_pipe[0]);
-      } else {
-        set_nonblocking(out_pipe[0]);
-        set_nonblocking(err_pipe[0]);
-        supervisor.add_output(rank, out_pipe[0], STDOUT_FILENO);
-        supervisor.add_output(rank, err_pipe[0], STDERR_FILENO);
-      }
-    }
-    if (pid < 0) {
-      fprintf(stderr, "cclrun: cannot start rank %d: fork: %s\n", rank, strerror(fork_errno));
+    const StartedRank started = launcher.start(rank, 0);
+    if (started.pid < 0) {
       supervisor.spawn_failed();
       break;
     }
-    supervisor.add_rank(rank, pid);
+    supervisor.add_rank(rank, started);
   }
-  close(dev_null);
   return supervisor.run();
 }
 

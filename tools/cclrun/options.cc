@@ -35,8 +35,8 @@ bool parse_seconds(const std::string& text, double* out) {
 
 const char* usage_text() {
   return "usage: cclrun -np N [--tag-output] [-x VAR[=VALUE]]... [--grace SECONDS]\n"
-         "              [--timeout SECONDS] [--bind core|numa|none] [--report-bindings]\n"
-         "              PROGRAM [ARGS...]\n"
+         "              [--timeout SECONDS] [--restart-failed[=N]] [--bind core|numa|none]\n"
+         "              [--report-bindings] PROGRAM [ARGS...]\n"
          "\n"
          "Starts N ranks of PROGRAM on this machine, ready for cclCommInitFromEnv.\n"
          "\n"
@@ -47,6 +47,14 @@ const char* usage_text() {
          "  --grace SECONDS      after a rank fails, how long the others may take to exit on\n"
          "                       their own before SIGTERM (default 5; SIGKILL 2 s later)\n"
          "  --timeout SECONDS    kill every rank after this long and exit with 124\n"
+         "  --restart-failed[=N] when a rank fails (non-zero exit or a signal), start a\n"
+         "                       replacement instead of ending the job: the same command and\n"
+         "                       environment (CCL_RANK, ...) plus CCL_REPLACEMENT=1 and\n"
+         "                       CCL_REPLACEMENT_COUNT=K (the K-th replacement of that rank);\n"
+         "                       at most N replacements per job (default 1, up to 1000); a\n"
+         "                       replaced failure starts no --grace period. The replacement\n"
+         "                       cannot rejoin the first rendezvous (CCL_COMM_ID is long\n"
+         "                       over): the survivors shrink and grow back to it (cclCommGrow)\n"
          "  --bind core|numa|none\n"
          "                       pin local rank i to core i mod C (all its hardware\n"
          "                       threads) or to NUMA node i mod M, counting only the CPUs\n"
@@ -59,7 +67,10 @@ const char* usage_text() {
          "CCL_COMM_SECRET and torchrun's RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,\n"
          "MASTER_ADDR, MASTER_PORT. Only rank 0 reads standard input.\n"
          "Exit status: the first non-zero status of a rank (128+S for a rank killed by signal\n"
-         "S), 124 on timeout, 127 if PROGRAM is not found, 2 on bad usage, else 0.\n";
+         "S), 124 on timeout, 127 if PROGRAM is not found, 2 on bad usage, else 0. A rank's\n"
+         "status is that of its last process: a failure that got a replacement does not count.\n"
+         "A replacement's lines carry its rank's tag under --tag-output; cclrun says on\n"
+         "standard error when it starts one.\n";
 }
 
 bool parse_options(int argc, char** argv, Options* options, std::string* error) {
@@ -129,6 +140,15 @@ bool parse_options(int argc, char** argv, Options* options, std::string* error) 
       if (!take_value()) return false;
       if (!parse_seconds(value, &options->timeout_seconds) || options->timeout_seconds <= 0) {
         *error = "--timeout '" + value + "': expected a number of seconds > 0";
+        return false;
+      }
+    } else if (name == "--restart-failed") {
+      // The count only as --restart-failed=N: a separate word would be taken for PROGRAM.
+      options->restart_failed = 1;
+      if (inline_value && (!parse_count(value, &options->restart_failed) ||
+                           options->restart_failed > kMaxRestarts)) {
+        *error = "--restart-failed='" + value + "': expected a number of replacements 0.." +
+                 std::to_string(kMaxRestarts);
         return false;
       }
     } else if (name == "--bind" || name == "--bind-to") {

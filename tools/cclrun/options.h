@@ -1,5 +1,5 @@
 // cclrun's command line: cclrun -np N [--tag-output] [-x VAR[=VALUE]]... [--grace S]
-// [--timeout S] [--bind core|numa|none] [--report-bindings] PROGRAM ARGS...
+// [--timeout S] [--restart-failed[=N]] [--bind core|numa|none] [--report-bindings] PROGRAM ARGS...
 #pragma once
 
 #include <string>
@@ -11,14 +11,19 @@
 namespace ccl::cclrun {
 
 constexpr int kMaxRanks = 4096;
+// --restart-failed=N: more replacements than this in one job is a crash loop, not recovery.
+constexpr int kMaxRestarts = 1000;
 
 struct Options {
   int nranks = 0;
   bool tag_output = false;
   // -x VAR=VALUE sets VAR for every rank; -x VAR forwards cclrun's own value (as mpirun does).
   std::vector<std::pair<std::string, std::string>> exports;
-  double grace_seconds = 5.0;        // after the first failure, before SIGTERM
-  double timeout_seconds = 0.0;      // 0: none
+  double grace_seconds = 5.0;    // after the first failure, before SIGTERM
+  double timeout_seconds = 0.0;  // 0: none
+  // --restart-failed[=N]: how many failed ranks cclrun replaces in this job (0: none; the
+  // option alone means 1). See supervisor.h for the policy.
+  int restart_failed = 0;
   std::vector<std::string> command;  // PROGRAM ARGS...
   bool help = false;
 

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 namespace ccl::cclrun {
 
@@ -72,8 +73,14 @@ int poll_ms(Supervisor::Clock::time_point until) {
 
 }  // namespace
 
-Supervisor::Supervisor(int signal_fd, double grace_seconds, double timeout_seconds)
-    : signal_fd_(signal_fd), grace_seconds_(grace_seconds), timeout_seconds_(timeout_seconds) {
+Supervisor::Supervisor(int signal_fd, double grace_seconds, double timeout_seconds,
+                       int restart_budget, StartRank start_rank)
+    : signal_fd_(signal_fd),
+      grace_seconds_(grace_seconds),
+      timeout_seconds_(timeout_seconds),
+      restarts_left_(start_rank ? restart_budget : 0),
+      restart_budget_(restart_budget),
+      start_rank_(std::move(start_rank)) {
   if (timeout_seconds > 0) timeout_at_ = Clock::now() + seconds(timeout_seconds);
 }
 
@@ -83,9 +90,16 @@ Supervisor::~Supervisor() {
   }
 }
 
-void Supervisor::add_rank(int rank, pid_t pid) {
-  rank_of_pid_[pid] = ranks_.size();
-  ranks_.push_back(Rank{rank, pid});
+void Supervisor::add_rank(int rank, const StartedRank& started) {
+  ranks_.push_back(Rank{rank, started.pid});
+  track(ranks_.size() - 1, started);
+}
+
+void Supervisor::track(size_t index, const StartedRank& started) {
+  rank_of_pid_[started.pid] = index;
+  const int rank = ranks_[index].rank;
+  if (started.out_fd >= 0) add_output(rank, started.out_fd, STDOUT_FILENO);
+  if (started.err_fd >= 0) add_output(rank, started.err_fd, STDERR_FILENO);
 }
 
 void Supervisor::add_output(int rank, int pipe_fd, int to_fd) {
@@ -123,7 +137,40 @@ void Supervisor::on_rank_exit(Rank& r, int status) {
               WTERMSIG(status));
     }
   }
-  if (code != 0) fail(code);
+  if (code == 0) return;
+  if (!stopping() && restarts_left_ > 0) {
+    if (replace(r)) return;
+  } else if (!stopping() && restart_budget_ > 0) {
+    fprintf(stderr, "cclrun: no replacement left for rank %d (--restart-failed=%d used up)\n",
+            r.rank, restart_budget_);
+  }
+  fail(code);
+}
+
+bool Supervisor::stopping() const {
+  // Once the job is stopping, a failure is part of the stop: nothing is replaced.
+  return first_failure_ != 0 || received_signal_ != 0 || timed_out_ || we_signalled_ || term_at_ ||
+         kill_at_;
+}
+
+bool Supervisor::replace(Rank& r) {
+  --restarts_left_;
+  const int replacement = r.replacements + 1;
+  const StartedRank started = start_rank_(r.rank, replacement);
+  if (started.pid < 0) {
+    fprintf(stderr, "cclrun: rank %d has failed for good: its replacement did not start\n", r.rank);
+    return false;
+  }
+  rank_of_pid_.erase(r.pid);
+  r.replacements = replacement;
+  r.pid = started.pid;
+  r.alive = true;
+  fprintf(stderr,
+          "cclrun: rank %d replaced by pid %d (CCL_REPLACEMENT_COUNT=%d; %d of %d replacements "
+          "left)\n",
+          r.rank, started.pid, replacement, restarts_left_, restart_budget_);
+  track(static_cast<size_t>(&r - ranks_.data()), started);
+  return true;
 }
 
 void Supervisor::reap() {

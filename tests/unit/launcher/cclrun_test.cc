@@ -1,6 +1,6 @@
 // cclrun, run as a real program on /bin/sh snippets: the environment each rank gets, exit status
 // propagation, the grace period, --timeout, --tag-output, the listening socket for rank 0, signal
-// forwarding, and that no process outlives a run.
+// forwarding, replacements of failed ranks (--restart-failed), and that no process outlives a run.
 #include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -372,6 +372,139 @@ TEST(Cclrun, RanksDieWithCclrun) {
   EXPECT_TRUE(processes_with(m).empty());
 }
 
+// Lines of `text` that contain `what`.
+int count_of(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (const auto& l : lines(text)) n += l.find(what) != std::string::npos ? 1 : 0;
+  return n;
+}
+
+TEST(Cclrun, RestartFailedReplacesARank) {
+  // Rank 1's first process dies of SIGKILL; its replacement runs with the same rank, the same
+  // rendezvous variables and CCL_REPLACEMENT=1, CCL_REPLACEMENT_COUNT=1. The others outlive
+  // --grace by far: had the grace period started, SIGTERM would have cut their sleep short.
+  const std::string m = marker();
+  setenv("CCL_REPLACEMENT", "stale", 1);  // cclrun's own environment must not leak into ranks
+  Result r = run({"-np", "3", "--restart-failed", "--grace", "0.2", "--tag-output", "/bin/sh", "-c",
+                  "echo env $CCL_RANK $RANK $CCL_WORLD_SIZE $CCL_COMM_ID $CCL_COMM_SECRET "
+                  "${CCL_REPLACEMENT:-none} ${CCL_REPLACEMENT_COUNT:-none} "
+                  "${CCL_BOOTSTRAP_LISTEN_FD:-nofd}; "
+                  "if [ $CCL_RANK = 1 ] && [ -z \"$CCL_REPLACEMENT\" ]; then kill -9 $$; fi; "
+                  "sleep 1; echo done $CCL_RANK",
+                  m});
+  unsetenv("CCL_REPLACEMENT");
+  EXPECT_EQ(r.status, 0) << r.err;  // rank 1's status is its replacement's
+  EXPECT_EQ(count_of(r.err, "rank 1 (pid "), 1) << r.err;
+  EXPECT_NE(r.err.find(") killed by signal 9\n"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("cclrun: rank 1 replaced by pid "), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("SIGTERM"), std::string::npos) << r.err;
+  std::vector<std::string> env;
+  for (const auto& l : lines(r.out)) {
+    if (l.find(" env ") != std::string::npos) env.push_back(l);
+  }
+  ASSERT_EQ(env.size(), 4u) << r.out;
+  std::sort(env.begin(), env.end());
+  // "[R] env CCL_RANK RANK SIZE ID SECRET REPLACEMENT COUNT FD": fields 0 to 9.
+  auto field = [](const std::string& line, int i) {
+    std::istringstream in(line);
+    std::string f;
+    for (int k = 0; k <= i; ++k) in >> f;
+    return f;
+  };
+  EXPECT_EQ(field(env[1], 0), "[1]");
+  EXPECT_EQ(field(env[2], 0), "[1]");
+  const bool second_is_replacement = field(env[1], 7) == "none";
+  const std::string& first = second_is_replacement ? env[1] : env[2];
+  const std::string& replacement = second_is_replacement ? env[2] : env[1];
+  EXPECT_EQ(field(first, 7), "none") << first;
+  for (int f : {2, 3}) EXPECT_EQ(field(replacement, f), "1") << replacement;
+  for (int f : {4, 5, 6}) EXPECT_EQ(field(replacement, f), field(env[0], f)) << replacement;
+  EXPECT_EQ(field(replacement, 7), "1") << replacement;
+  EXPECT_EQ(field(replacement, 8), "1") << replacement;
+  EXPECT_EQ(field(replacement, 9), "nofd") << replacement;
+  std::vector<std::string> done;
+  for (const auto& l : lines(r.out)) {
+    if (l.find(" done ") != std::string::npos) done.push_back(l);
+  }
+  std::sort(done.begin(), done.end());
+  EXPECT_EQ(done, (std::vector<std::string>{"[0] done 0", "[1] done 1", "[2] done 2"})) << r.out;
+  EXPECT_TRUE(processes_with(m).empty());
+}
+
+TEST(Cclrun, RestartFailedReplacesRankZeroWithoutTheListeningSocket) {
+  // Rank 0's replacement cannot have the rendezvous socket (the world's rendezvous is over).
+  Result r = run({"-np", "2", "--restart-failed", "/bin/sh", "-c",
+                  "if [ $CCL_RANK = 0 ] && [ -z \"$CCL_REPLACEMENT\" ]; then exit 9; fi; "
+                  "echo $CCL_RANK ${CCL_REPLACEMENT_COUNT:-0} ${CCL_BOOTSTRAP_LISTEN_FD:-nofd}"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("cclrun: rank 0 (pid "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(") exited with status 9\n"), std::string::npos) << r.err;
+  std::vector<std::string> out = lines(r.out);
+  std::sort(out.begin(), out.end());
+  EXPECT_EQ(out, (std::vector<std::string>{"0 1 nofd", "1 0 nofd"})) << r.out;
+}
+
+TEST(Cclrun, RestartBudgetIsPerJob) {
+  // Every process fails: two replacements in all (whichever ranks fail first), then the third
+  // failure ends the job as without the option: its status, the grace period, SIGTERM.
+  const std::string m = marker();
+  Result r = run({"-np", "2", "--restart-failed=2", "--grace", "0.5", "/bin/sh", "-c",
+                  "if [ $CCL_RANK = 1 ]; then exit 3; fi; "
+                  "if [ -n \"$CCL_REPLACEMENT\" ]; then exit 4; fi; sleep " +
+                      m,
+                  m});
+  // Rank 1 fails (3), is replaced, fails (3), is replaced, fails (3): no replacement left.
+  EXPECT_EQ(r.status, 3) << r.err;
+  EXPECT_EQ(count_of(r.err, "replaced by pid"), 2) << r.err;
+  EXPECT_NE(r.err.find("CCL_REPLACEMENT_COUNT=2; 0 of 2 replacements left"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(count_of(r.err, "no replacement left for rank 1 (--restart-failed=2 used up)"), 1)
+      << r.err;
+  EXPECT_NE(r.err.find("SIGTERM"), std::string::npos) << r.err;  // rank 0's sleep, after grace
+  EXPECT_LT(r.seconds, 5);
+  EXPECT_TRUE(processes_with(m).empty());
+}
+
+TEST(Cclrun, ReplacementStatusIsTheRanksStatus) {
+  // Rank 1's replacement exits with 5 and no replacement is left: the job's status is 5, not
+  // the first process's 137.
+  Result r = run({"-np", "2", "--restart-failed", "--grace", "2", "/bin/sh", "-c",
+                  "if [ $CCL_RANK = 1 ]; then "
+                  "if [ -n \"$CCL_REPLACEMENT\" ]; then exit 5; fi; kill -9 $$; fi; sleep 0.3"});
+  EXPECT_EQ(r.status, 5) << r.err;
+  EXPECT_NE(r.err.find("killed by signal 9"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("exited with status 5"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("SIGTERM"), std::string::npos) << r.err;  // rank 0 ended in its grace
+}
+
+TEST(Cclrun, RestartFailedZeroIsOff) {
+  Result r = run({"-np", "2", "--restart-failed=0", "--grace", "1", "/bin/sh", "-c",
+                  "if [ $CCL_RANK = 1 ]; then exit 3; fi; echo ${CCL_REPLACEMENT:-first}"});
+  EXPECT_EQ(r.status, 3) << r.err;
+  EXPECT_EQ(r.err.find("replace"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, "first\n");
+}
+
+TEST(Cclrun, NothingIsReplacedWhileStopping) {
+  // The ranks die of cclrun's own SIGTERM at --timeout: those are not failures to replace.
+  const std::string m = marker();
+  Result r =
+      run({"-np", "2", "--restart-failed=5", "--timeout", "1", "/bin/sh", "-c", "exec sleep " + m});
+  EXPECT_EQ(r.status, 124);
+  EXPECT_EQ(r.err.find("replace"), std::string::npos) << r.err;
+  EXPECT_LT(r.seconds, 4);
+  EXPECT_TRUE(processes_with(m).empty());
+  // Nor after a failure that had no replacement: rank 1 fails with the budget spent, rank 0
+  // then fails too during the grace period.
+  r = run({"-np", "3", "--restart-failed=1", "--grace", "3", "/bin/sh", "-c",
+           "case $CCL_RANK$CCL_REPLACEMENT in 2) exit 6;; 1) sleep 0.2; exit 7;; esac; "
+           "sleep 0.6; exit 8"});
+  EXPECT_EQ(r.status, 7) << r.err;  // rank 2 was replaced; rank 1's 7 came first after that
+  EXPECT_EQ(count_of(r.err, "replaced by pid"), 1) << r.err;
+  EXPECT_EQ(count_of(r.err, "no replacement left for rank 1"), 1) << r.err;
+  EXPECT_EQ(count_of(r.err, "exited with status 8"), 2) << r.err;  // rank 0, rank 2's replacement
+}
+
 TEST(Cclrun, BadUsage) {
   const std::vector<std::vector<std::string>> cases = {
       {},
@@ -386,6 +519,10 @@ TEST(Cclrun, BadUsage) {
       {"-np", "2", "--timeout", "0", "/bin/true"},
       {"-np", "2", "--bogus", "/bin/true"},
       {"-np", "2", "-x", "=v", "/bin/true"},
+      {"-np", "2", "--restart-failed=", "/bin/true"},
+      {"-np", "2", "--restart-failed=x", "/bin/true"},
+      {"-np", "2", "--restart-failed=-1", "/bin/true"},
+      {"-np", "2", "--restart-failed=1001", "/bin/true"},
   };
   for (const auto& args : cases) {
     Result r = run(args);
