@@ -118,6 +118,12 @@ cclResult_t cclCommGrow(cclComm_t comm, int nranks, const cclUniqueId* uniqueId,
       options.nranks = nranks;
       apply_config(options, config, fn);
     } else {
+      if (rank == -1) {
+        throw_error(cclInvalidArgument,
+                    "%s: rank -1 with comm NULL: -1 is what a member of comm passes; a newcomer "
+                    "passes its rank in the grown communicator",
+                    fn);
+      }
       options = make_options(nranks, rank, config, fn);
     }
     const UniqueIdContents id = decode_unique_id(*uniqueId);

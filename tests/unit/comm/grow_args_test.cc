@@ -103,11 +103,14 @@ TEST(GrowArgs, NewcomerMistakesAreRefused) {
   ASSERT_EQ(cclGetUniqueId(&id), cclSuccess);
   // Its rank must lie in [0, nranks) (the members hold [0, old size): see NewcomerTakingAMember
   // for what a rank among theirs does).
-  for (int rank : {-1, 4, 5, -7}) {
+  for (int rank : {4, 5, -7}) {
     expect_refused(
         nullptr, "rank " + std::to_string(rank) + " is out of range [0, 4)",
         [&](cclComm_t* out) { return cclCommGrow(nullptr, 4, &id, rank, out, nullptr); });
   }
+  // -1 is the members' value: the message says so.
+  expect_refused(nullptr, "-1 is what a member of comm passes",
+                 [&](cclComm_t* out) { return cclCommGrow(nullptr, 4, &id, -1, out, nullptr); });
   for (int nranks : {0, -3}) {
     expect_refused(
         nullptr, "nranks " + std::to_string(nranks) + " must be at least 1",
