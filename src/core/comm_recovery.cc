@@ -30,8 +30,12 @@ constexpr auto kProbeBudget = std::chrono::milliseconds(1000);
 }  // namespace
 
 void Communicator::revoked_by(int by) {
-  CCL_WARN(kInit, "rank %d: communicator revoked by rank %d", rank(), by);
-  status_.revoke(by);
+  // Every survivor of a failure usually revokes: only the first one is news.
+  if (status_.revoke(by)) {
+    CCL_WARN(kInit, "rank %d: communicator revoked by rank %d", rank(), by);
+  } else {
+    CCL_INFO(kInit, "rank %d: communicator revoked by rank %d too", rank(), by);
+  }
   abort();
 }
 

@@ -11,12 +11,12 @@ void CommStatus::mark_failed(cclResult_t code) {
   async_error_.compare_exchange_strong(expected, code);
 }
 
-void CommStatus::revoke(int by) {
+bool CommStatus::revoke(int by) {
   int none = -1;
-  if (revoked_by_.compare_exchange_strong(none, by)) {
-    set_last_error("the communicator was revoked by rank " + std::to_string(by));
-  }
+  const bool first = revoked_by_.compare_exchange_strong(none, by);
+  if (first) set_last_error("the communicator was revoked by rank " + std::to_string(by));
   mark_failed(cclRemoteError);
+  return first;
 }
 
 void CommStatus::throw_if_unusable(const char* what) const {

@@ -27,7 +27,8 @@ class CommStatus {
 
   // cclCommRevoke, here or by rank `by` (told through the recovery plane): the communicator has
   // failed with RemoteError; later operations say it was revoked. The first revoker is kept.
-  void revoke(int by);
+  // Returns whether this was the first revoke.
+  bool revoke(int by);
   int revoked_by() const { return revoked_by_.load(); }  // -1: not revoked
 
   // First error of an operation (cclSuccess if none): the communicator is unusable after one.

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "base/error.h"
+#include "base/log.h"
 #include "core/recovery/agreement.h"
 #include "core/recovery/recovery_wire.h"
 
@@ -13,6 +14,8 @@ namespace ccl::recovery {
 namespace {
 // How long a refused-or-not probe may take before the rank counts as alive.
 constexpr auto kProbe = std::chrono::milliseconds(200);
+// How often a suspect's listener is asked again.
+constexpr auto kProbeAgain = std::chrono::milliseconds(5);
 }  // namespace
 
 LivenessWatch::LivenessWatch(const std::vector<SocketAddress>& listeners,
@@ -24,6 +27,7 @@ LivenessWatch::LivenessWatch(const std::vector<SocketAddress>& listeners,
     if (to.port() == 0) continue;  // no listener: nothing to watch
     Socket s = Socket::connect_once(to, deadline);
     if (!s.valid()) {
+      CCL_INFO(kInit, "rank %d: liveness watch: rank %d's listener refuses: gone", self, r);
       gone_.push_back(r);
       continue;
     }
@@ -32,6 +36,7 @@ LivenessWatch::LivenessWatch(const std::vector<SocketAddress>& listeners,
       held_.emplace(r, std::move(s));
     } catch (const Error& e) {
       if (e.code() == cclTimeout) throw;
+      CCL_INFO(kInit, "rank %d: liveness watch: rank %d's listener closed: %s", self, r, e.what());
       gone_.push_back(r);
     }
   }
@@ -39,6 +44,20 @@ LivenessWatch::LivenessWatch(const std::vector<SocketAddress>& listeners,
 
 int LivenessWatch::first_gone(std::chrono::milliseconds wait) {
   if (!gone_.empty()) return gone_.front();
+  // Suspects: their connection ended but their listener still answered. A dying process closes
+  // its descriptors one by one, so the listener can outlive the held connection by a moment:
+  // ask again until it refuses (gone) or the watch ends (it let go of the communicator).
+  for (auto it = suspects_.begin(); it != suspects_.end(); ++it) {
+    if (Clock::now() < it->second) continue;
+    if (listener_gone(listeners_[static_cast<size_t>(it->first)], Deadline::after(kProbe))) {
+      const int r = it->first;
+      CCL_INFO(kInit, "liveness watch: rank %d's listener refuses now: gone", r);
+      suspects_.erase(it);
+      gone_.push_back(r);
+      return r;
+    }
+    it->second = Clock::now() + kProbeAgain;
+  }
   if (held_.empty()) {
     std::this_thread::sleep_for(wait);
     return -1;
@@ -55,10 +74,14 @@ int LivenessWatch::first_gone(std::chrono::milliseconds wait) {
     const int r = ranks[i];
     held_.erase(r);
     // Ended: the process died, or the rank let go of the communicator (then it still listens).
-    if (listener_gone(listeners_[static_cast<size_t>(r)], Deadline::after(kProbe))) {
+    const bool gone = listener_gone(listeners_[static_cast<size_t>(r)], Deadline::after(kProbe));
+    CCL_INFO(kInit, "liveness watch: rank %d's connection ended; its listener %s", r,
+             gone ? "refuses: gone" : "answers: asking again");
+    if (gone) {
       gone_.push_back(r);
       return r;
     }
+    suspects_.emplace(r, Clock::now() + kProbeAgain);
   }
   return -1;
 }

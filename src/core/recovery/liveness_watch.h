@@ -1,6 +1,8 @@
 // Watches some ranks' processes through their recovery listeners (recovery_listener.h): a held
 // connection to each, whose end means the process is gone. A connection can also end because the
-// rank let go of the communicator it was held for; a refused new connection tells the two apart.
+// rank let go of the communicator it was held for; a refused new connection tells the two apart
+// (asked again for a while: a dying process may close the held connection a moment before its
+// listener).
 #pragma once
 
 #include <chrono>
@@ -25,7 +27,8 @@ class LivenessWatch {
  private:
   const std::vector<SocketAddress>& listeners_;
   std::map<int, Socket> held_;
-  std::vector<int> gone_;  // found gone while connecting
+  std::map<int, Clock::time_point> suspects_;  // connection ended, listener answered: next ask
+  std::vector<int> gone_;                      // found gone while connecting
 };
 
 }  // namespace ccl::recovery
