@@ -182,7 +182,15 @@ std::shared_ptr<Communicator> Communicator::shrink(std::span<const int> exclude,
                        what, gone, what);
     }
   }
-  comm->async_.wait_initialized(what);
+  try {
+    comm->async_.wait_initialized(what);
+  } catch (const Error& e) {
+    // The agreement settled every argument: a join that fails now lost a peer or its network
+    // (one survivor's abort can show on the others as any transport error). The caller may
+    // shrink again, as after a death during the agreement.
+    throw_error(cclRemoteError, "%s: the survivors' join failed (%s); call %s again", what,
+                e.what(), what);
+  }
   return comm;
 }
 
