@@ -11,17 +11,23 @@ ccl_torch.hooks (TopK and 1-bit DDP communication hooks with error feedback) and
 (LAMB, LARS) run ccl's C++ training layer; ccl_torch.assign_buckets is DDP's bucket assignment
 as that layer computes it.
 
+ccl_torch.elastic keeps a job going when a rank dies (revoke, shrink to the survivors) and takes
+a replacement back in (grow), on the recovery calls of ProcessGroupCcl (abort, revoke, agree,
+failed_ranks, shrink, grow) and the module's get_unique_id and grow_as_newcomer.
+
 Importing it also lets torch.distributed.monitored_barrier run on ccl's groups (torch 1.13's
 refuses every backend but Gloo).
 """
 import torch  # noqa: F401  (loads libtorch before the extension)
 import torch.distributed as dist
 
-from ._C import ProcessGroupCcl, version  # noqa: F401
+from ._C import ProcessGroupCcl, get_unique_id, grow_as_newcomer, version  # noqa: F401
 from . import hooks, optim  # noqa: F401,E402  (ccl's training layer: DDP hooks, LAMB, LARS)
+from . import elastic  # noqa: F401,E402  (recovery from a failed rank)
 from ._training import assign_buckets  # noqa: F401
 
-__all__ = ["ProcessGroupCcl", "version", "BACKEND", "hooks", "optim", "assign_buckets"]
+__all__ = ["ProcessGroupCcl", "version", "BACKEND", "hooks", "optim", "assign_buckets", "elastic",
+           "get_unique_id", "grow_as_newcomer"]
 
 BACKEND = "ccl"
 

@@ -1,6 +1,8 @@
 // The Python module ccl_torch._C: the process group type and its creator. ccl_torch/__init__.py
-// registers the creator as torch.distributed's backend "ccl".
+// registers the creator as torch.distributed's backend "ccl"; ccl_torch/elastic.py builds on the
+// recovery calls.
 #include <pybind11/chrono.h>
+#include <pybind11/stl.h>
 #include <torch/csrc/utils/pybind.h>
 
 #include "process_group_ccl.h"
@@ -23,6 +25,45 @@ PYBIND11_MODULE(_C, m) {
       .def("shut_down", &ccl_torch::ProcessGroupCcl::shut_down,
            "Completes the queued operations and releases the communicator.",
            py::call_guard<py::gil_scoped_release>())
+      .def("abort", &ccl_torch::ProcessGroupCcl::abort,
+           "Ends the group now: every operation in flight fails at once (here, and on the peers, "
+           "whose group is revoked), and every later one raises RuntimeError('... the process "
+           "group was aborted').",
+           py::call_guard<py::gil_scoped_release>())
+      .def("revoke", &ccl_torch::ProcessGroupCcl::revoke,
+           "cclCommRevoke: every pending and later operation of the group fails at once on every "
+           "live rank; agree, failed_ranks and shrink still work.",
+           py::call_guard<py::gil_scoped_release>())
+      .def("agree", &ccl_torch::ProcessGroupCcl::agree, py::arg("flag"),
+           "cclCommAgree: the bitwise AND of the flags of the live ranks (the same on each), even "
+           "if ranks die during the call.",
+           py::call_guard<py::gil_scoped_release>())
+      .def("failed_ranks", &ccl_torch::ProcessGroupCcl::failed_ranks,
+           "cclCommGetFailedRanks: the ranks of this group known to have failed, in increasing "
+           "order.",
+           py::call_guard<py::gil_scoped_release>())
+      .def(
+          "shrink",
+          [](ccl_torch::ProcessGroupCcl& pg, const std::optional<std::vector<int>>& exclude,
+             bool abort) { return pg.shrink(exclude.value_or(std::vector<int>{}), abort); },
+          py::arg("exclude") = py::none(), py::arg("abort") = true,
+          "cclCommShrink, called by every rank not in `exclude`: a new ProcessGroupCcl of the "
+          "others, in their order (new rank = old rank minus the excluded ranks below it). With "
+          "abort=True (CCL_SHRINK_ABORT) what is in flight is aborted first and this group takes "
+          "no more operations; exclude=None then means the ranks the survivors agree have died. "
+          "A death during the shrink raises RuntimeError on every survivor; call it again.",
+          py::call_guard<py::gil_scoped_release>())
+      .def(
+          "grow",
+          [](ccl_torch::ProcessGroupCcl& pg, int nranks, const py::bytes& unique_id) {
+            std::string id = unique_id;  // with the GIL: the bytes are a Python object
+            py::gil_scoped_release release;
+            return pg.grow(nranks, id);
+          },
+          py::arg("nranks"), py::arg("unique_id"),
+          "cclCommGrow by every member (each keeps its rank): a new ProcessGroupCcl of `nranks` "
+          "ranks, the newcomers (grow_as_newcomer) taking ranks size()..nranks-1. All meet at "
+          "`unique_id` (get_unique_id's bytes, made by a member).")
       .def(
           "_run_exclusive",
           [](ccl_torch::ProcessGroupCcl& pg, const py::function& fn) {
@@ -40,6 +81,28 @@ PYBIND11_MODULE(_C, m) {
           "Calls fn(comm_handle) once every queued operation of the group completed, holding "
           "the group's queue until fn returns (for ccl_torch.hooks).");
 
+  m.def(
+      "get_unique_id", [] { return py::bytes(ccl_torch::ProcessGroupCcl::unique_id()); },
+      "cclGetUniqueId: the bytes of a new rendezvous id, for grow; this process serves the "
+      "rendezvous until every rank has joined, so a rank that takes part makes it.");
+  m.def(
+      "grow_as_newcomer",
+      [](int nranks, int rank, const py::bytes& unique_id,
+         std::optional<std::chrono::milliseconds> timeout) {
+        std::string id = unique_id;
+        py::gil_scoped_release release;
+        return ccl_torch::ProcessGroupCcl::grow_as_newcomer(nranks, rank, id, timeout);
+      },
+      py::arg("nranks"), py::arg("rank"), py::arg("unique_id"), py::arg("timeout") = py::none(),
+      "cclCommGrow by a newcomer (comm NULL): joins the members of a group that call "
+      "ProcessGroupCcl.grow(nranks, unique_id), as `rank` (from the group's old size up to "
+      "nranks - 1); returns the new ProcessGroupCcl. timeout (a timedelta) bounds every wait of "
+      "the new communicator (default: CCL_TIMEOUT).");
+  // What ccl says of a failed peer (cclRemoteError) or a wait that ran out (cclTimeout), as every
+  // failed operation's RuntimeError quotes it: ccl_torch.elastic tells peer failures by them.
+  m.attr("_peer_failure_texts") =
+      py::make_tuple(cclGetErrorString(cclRemoteError), cclGetErrorString(cclTimeout));
+  m.attr("UNIQUE_ID_BYTES") = CCL_UNIQUE_ID_BYTES;
   m.def("version", [] {
     int v = 0;
     cclGetVersion(&v);

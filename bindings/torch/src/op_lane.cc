@@ -6,19 +6,60 @@
 
 namespace ccl_torch {
 
+namespace {
+
+// A refused argument is the caller's mistake (Python's ValueError); anything else is a failure of
+// the communicator or a peer (RuntimeError).
+[[noreturn]] void throw_failure(cclResult_t result, const std::string& text) {
+  if (result == cclInvalidArgument || result == cclInvalidUsage) TORCH_CHECK_VALUE(false, text);
+  TORCH_CHECK(false, text);
+}
+
+}  // namespace
+
 OpLane::OpLane(cclComm_t comm, int rank, int size) : rank_(rank), size_(size), comm_(comm) {
   const cclResult_t r = cclStreamCreate(&stream_);
-  TORCH_CHECK(r == cclSuccess, "ccl: cclStreamCreate: ", cclGetErrorString(r));
+  if (r != cclSuccess) {
+    cclCommDestroy(comm_);  // the lane owns it from the start
+    TORCH_CHECK(false, "ccl: cclStreamCreate: ", cclGetErrorString(r));
+  }
   watcher_ = std::thread([this] { watch(); });
+  watcher_id_ = watcher_.get_id();
 }
 
 OpLane::~OpLane() { shut_down(); }
 
-std::string OpLane::error_text(const char* name, cclResult_t result) const {
+std::string OpLane::describe_locked(const char* name, cclResult_t result) const {
   std::string text = std::string("ccl ") + name + ": " + cclGetErrorString(result);
   const char* detail = comm_ != nullptr ? cclGetLastError(comm_) : nullptr;
   if (detail != nullptr && *detail != '\0') text += std::string(": ") + detail;
   return text;
+}
+
+std::string OpLane::error_text(const char* name, cclResult_t result) const {
+  std::shared_lock handle(handle_mutex_);
+  return describe_locked(name, result);
+}
+
+void OpLane::raise(const char* name, cclResult_t result) const {
+  throw_failure(result, error_text(name, result));
+}
+
+void OpLane::check_open_locked(const char* name) const {
+  switch (state_.load()) {
+    case State::kOpen:
+      if (!stopped_) return;
+      break;
+    case State::kShrunk:
+      TORCH_CHECK(false, "ccl ", name,
+                  ": the process group was shrunk with abort=True; use the group that shrink "
+                  "returned");
+    case State::kAborted:
+      TORCH_CHECK(false, "ccl ", name, ": the process group was aborted (ProcessGroupCcl.abort)");
+    case State::kShut:
+      break;
+  }
+  TORCH_CHECK(false, "ccl ", name, ": the process group was destroyed");
 }
 
 at::Tensor OpLane::staging(const c10::intrusive_ptr<WorkCcl>& work, int64_t numel,
@@ -54,8 +95,9 @@ at::Tensor OpLane::staging(const c10::intrusive_ptr<WorkCcl>& work, int64_t nume
 }
 
 void OpLane::submit(const c10::intrusive_ptr<WorkCcl>& work, Launch launch) {
+  release_finished();
   std::lock_guard<std::mutex> lock(mutex_);
-  TORCH_CHECK(!shut_, "ccl ", work->name(), ": the process group was destroyed");
+  check_open_locked(work->name());
   post_batch_locked();
   work->hold(std::move(launch));  // before the work can complete
   const cclResult_t r = work->held()(comm_, stream_);
@@ -68,8 +110,9 @@ void OpLane::submit(const c10::intrusive_ptr<WorkCcl>& work, Launch launch) {
 }
 
 void OpLane::submit_p2p(const c10::intrusive_ptr<WorkCcl>& work, Launch launch) {
+  release_finished();
   std::lock_guard<std::mutex> lock(mutex_);
-  TORCH_CHECK(!shut_, "ccl ", work->name(), ": the process group was destroyed");
+  check_open_locked(work->name());
   work->hold(std::move(launch));
   batch_.push_back(work);
 }
@@ -118,14 +161,47 @@ void OpLane::post_batch_locked() {
   for (auto& work : batch) start_watching(work);
 }
 
-void OpLane::run_exclusive(const std::function<void(cclComm_t)>& fn) {
+void OpLane::fail_batch_locked(const std::string& text) {
+  auto batch = std::move(batch_);
+  batch_.clear();
+  for (auto& work : batch) work->complete(cclRemoteError, text);
+}
+
+// Holding mutex_ keeps comm_ alive: stop() takes mutex_ before it frees the handle, and nothing
+// holding mutex_ afterwards gets past check_open_locked.
+void OpLane::run_exclusive(const std::function<void(cclComm_t)>& fn, const char* name) {
   std::lock_guard<std::mutex> lock(mutex_);
-  TORCH_CHECK(!shut_, "ccl: the process group was destroyed");
+  check_open_locked(name);
   post_batch_locked();
   // Bounded: every queued operation gives up after the communicator's timeout.
   const cclResult_t r = cclStreamSynchronize(stream_);
-  TORCH_CHECK(r == cclSuccess, error_text("cclStreamSynchronize", r));
+  if (r != cclSuccess) raise("cclStreamSynchronize", r);
   fn(comm_);
+}
+
+void OpLane::call(const char* name, const std::function<cclResult_t(cclComm_t)>& fn) {
+  std::string text;
+  cclResult_t r = cclSuccess;
+  {
+    std::shared_lock handle(handle_mutex_);
+    // Refused from the moment an abort or a shut-down begins, before the handle is freed.
+    const State state = state_.load();
+    TORCH_CHECK(comm_ != nullptr && state != State::kAborted && state != State::kShut, "ccl ", name,
+                ": the process group was ", state == State::kAborted ? "aborted" : "destroyed");
+    r = fn(comm_);
+    if (r == cclSuccess) return;
+    text = describe_locked(name, r);
+  }
+  throw_failure(r, text);
+}
+
+void OpLane::mark_shrunk() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (state_.load() != State::kOpen) return;
+  state_.store(State::kShrunk);
+  fail_batch_locked(
+      "ccl: the process group was shrunk with abort=True before this operation "
+      "was posted");
 }
 
 bool OpLane::start_watching(const c10::intrusive_ptr<WorkCcl>& work) {
@@ -158,26 +234,72 @@ void OpLane::watch() {
     }
     // Bounded: cclEventSynchronize gives up after the communicator's timeout.
     work->drive();
+    // Destroying a work may free a tensor that has a Python object, which takes the GIL; at the
+    // interpreter's exit this thread may not take it any more (Python ends it inside the
+    // destructor: std::terminate). So the last reference is left to a thread of the caller's.
+    if (work.use_count() == 1) {
+      std::lock_guard<std::mutex> lock(watch_mutex_);
+      finished_.push_back(std::move(work));
+    }
   }
 }
 
+void OpLane::release_finished() {
+  std::vector<c10::intrusive_ptr<WorkCcl>> finished;
+  {
+    std::lock_guard<std::mutex> lock(watch_mutex_);
+    finished.swap(finished_);
+  }
+  // Destroyed here, holding no lock of the lane's (a thread holding the GIL may wait for one).
+}
+
 void OpLane::shut_down() {
+  State open = State::kOpen;
+  state_.compare_exchange_strong(open, State::kShut);
+  stop(/*abort_comm=*/false);
+}
+
+void OpLane::abort() {
+  // The watcher completes works, and runs their futures' callbacks: it cannot wait for itself.
+  TORCH_CHECK(std::this_thread::get_id() != watcher_id_,
+              "ccl abort: called from a work's callback (the thread that completes the group's "
+              "works); call it from another thread");
+  const State before = state_.exchange(State::kAborted);  // refuses new operations from now
+  if (before == State::kShut) state_.store(State::kShut);
+  if (before == State::kShut || before == State::kAborted) return;
+  {
+    // Ends every operation in flight now, here (a blocking call run_exclusive makes, whose
+    // mutex_ stop() needs, included) and on the peers, instead of at the timeout.
+    std::shared_lock handle(handle_mutex_);
+    if (comm_ != nullptr) cclCommRevoke(comm_, 0);
+  }
+  stop(/*abort_comm=*/true);
+}
+
+void OpLane::stop(bool abort_comm) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (shut_) return;
-    post_batch_locked();
-    shut_ = true;
+    if (stopped_) return;
+    stopped_ = true;
+    if (state_.load() == State::kShut) {
+      post_batch_locked();  // a batch posted is waited for below, as every queued work
+    } else {
+      fail_batch_locked("ccl: the process group was aborted before this operation was posted");
+    }
   }
   {
     std::lock_guard<std::mutex> lock(watch_mutex_);
     stopping_ = true;
   }
   watch_cv_.notify_one();
+  // Bounded: each queued work fails at once after an abort, or gives up after the timeout.
   if (watcher_.joinable()) watcher_.join();
+  release_finished();
   if (stream_ != nullptr) cclStreamDestroy(stream_);
   stream_ = nullptr;
+  std::unique_lock handle(handle_mutex_);
   if (comm_ != nullptr) {
-    if (failed_.load()) {
+    if (abort_comm || failed_.load() || state_.load() != State::kShut) {
       cclCommAbort(comm_);
     } else {
       cclCommDestroy(comm_);

@@ -9,6 +9,12 @@
 // a receive queued behind its peer's own send; as one group, each rank's sends and receives
 // progress together (ccl's groups match a pair's messages in posting order, whatever the order
 // of sends and receives on the two sides).
+//
+// The communicator handle outlives every call made with it: the calls that do not take the
+// issue lock (revoke, agree, failed ranks, a shrink that aborts, error texts) hold handle_mutex_
+// shared, and only shut_down and abort free the handle, holding it exclusively. abort() first
+// revokes the communicator, which ends every call in flight at once (a blocking call of
+// run_exclusive's included), so that it never waits for the communicator's timeout.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -20,6 +26,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <thread>
 #include <utility>
@@ -37,7 +44,6 @@ class OpLane : public std::enable_shared_from_this<OpLane> {
   OpLane(const OpLane&) = delete;
   OpLane& operator=(const OpLane&) = delete;
 
-  cclComm_t comm() const { return comm_; }
   int rank() const { return rank_; }
   int size() const { return size_; }
 
@@ -55,7 +61,15 @@ class OpLane : public std::enable_shared_from_this<OpLane> {
   // complete, and no other operation issued until fn returns, so fn may call blocking ccl
   // collectives on comm (the training layer's compressors do) in the group's issue order.
   // Raises (c10::Error) if the queued operations failed or the group was destroyed.
-  void run_exclusive(const std::function<void(cclComm_t)>& fn);
+  // `name` names the caller in the refusals.
+  void run_exclusive(const std::function<void(cclComm_t)>& fn, const char* name = "run_exclusive");
+  // Runs fn(comm) now, without waiting for the queued operations (the recovery calls, which
+  // must reach a communicator whose operations are stuck); raises naming `name` if fn fails.
+  // Refused once shut_down or abort began (a shrunk group still takes them).
+  void call(const char* name, const std::function<cclResult_t(cclComm_t)>& fn);
+  // Raises the failure `result` of ccl call `name` (c10::ValueError for refused arguments,
+  // c10::Error otherwise), with the communicator's last error.
+  [[noreturn]] void raise(const char* name, cclResult_t result) const;
 
   // A work failed: shut_down() aborts the communicator instead of destroying it.
   void note_failure() { failed_.store(true); }
@@ -73,22 +87,41 @@ class OpLane : public std::enable_shared_from_this<OpLane> {
   // Completes every queued work, stops the watcher and destroys (or, after a failure, aborts)
   // the communicator. Idempotent.
   void shut_down();
+  // Ends the group now: revokes the communicator (every operation in flight here and on the
+  // peers fails at once), fails the pending batch, then shuts down and aborts the communicator.
+  // Every later operation raises "the process group was aborted". Idempotent.
+  void abort();
+  // A shrink with abort ended this group's communicator: later operations raise, naming the
+  // group to use instead; the recovery calls (call) still work, so a failed shrink can retry.
+  void mark_shrunk();
 
  private:
+  enum class State { kOpen, kShrunk, kAborted, kShut };
+  // Raises, naming operation `name`, unless the group takes operations (the caller holds
+  // mutex_).
+  void check_open_locked(const char* name) const;
+  void fail_batch_locked(const std::string& text);  // completes the pending batch with `text`
+  void stop(bool abort_comm);                       // shut_down's and abort's common end
+  // error_text's body; the caller holds handle_mutex_.
+  std::string describe_locked(const char* name, cclResult_t result) const;
   void post_batch_locked();  // the caller holds mutex_
   // Records the work's event after what is queued and hands it to the watcher; a failed record
   // completes the work with that error (false).
   bool start_watching(const c10::intrusive_ptr<WorkCcl>& work);
   void hand_to_watcher(const c10::intrusive_ptr<WorkCcl>& work);
   void watch();
+  // Drops the works the watcher held last (finished_) on the calling thread.
+  void release_finished();
 
   const int rank_;
   const int size_;
-  cclComm_t comm_;
+  mutable std::shared_mutex handle_mutex_;  // comm_'s lifetime (above)
+  cclComm_t comm_;                          // null once freed
   cclStream_t stream_ = nullptr;
   std::mutex mutex_;  // issue order: held while an operation is queued
   std::vector<c10::intrusive_ptr<WorkCcl>> batch_;  // under mutex_; each holds its launch
   std::atomic<bool> failed_{false};
+  std::atomic<State> state_{State::kOpen};  // changed under mutex_ (abort: first without it)
 
   std::mutex staging_mutex_;
   std::vector<at::Tensor> free_staging_;  // under staging_mutex_: uint8 buffers, at most kKept
@@ -98,8 +131,12 @@ class OpLane : public std::enable_shared_from_this<OpLane> {
   std::condition_variable watch_cv_;
   std::deque<c10::intrusive_ptr<WorkCcl>> watched_;  // under watch_mutex_
   bool stopping_ = false;                            // under watch_mutex_
+  // Works the watcher completed and was the last to hold: a thread of the caller's drops them
+  // (the next operation, or shut-down), never the watcher (watch() says why).
+  std::vector<c10::intrusive_ptr<WorkCcl>> finished_;  // under watch_mutex_
   std::thread watcher_;
-  bool shut_ = false;
+  std::thread::id watcher_id_;  // set once, so that any thread may compare with it
+  bool stopped_ = false;        // under mutex_: stop() ran or runs
 };
 
 }  // namespace ccl_torch

@@ -612,6 +612,8 @@ void ProcessGroupCcl::monitoredBarrier(const c10d::BarrierOptions& opts, bool wa
       opts.timeout == c10d::kUnsetTimeout ? timeout_ : opts.timeout;
   TORCH_CHECK(timeout.count() > 0, "ccl monitored_barrier: the timeout must be positive (",
               timeout.count(), " ms)");
+  TORCH_CHECK(store_, "ccl monitored_barrier: this group was made by shrink or grow and has no ",
+              "store to check in through");
   const Clock::time_point deadline = Clock::now() + timeout;
   const auto left = [&] {
     return std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());

@@ -15,11 +15,18 @@
 //   recv without src (recvAnysource)             cclRecvAnySource, blocking (see the .cc)
 //   monitored_barrier                            check-ins through the group's store (below)
 // Refused with a RuntimeError naming the operation and why: bitwise reductions, sparse tensors
-// elsewhere, CUDA tensors, dtypes ccl lacks. Non-contiguous tensors are copied to contiguous buffers and, for outputs, copied back.
+// elsewhere, CUDA tensors, dtypes ccl lacks. Non-contiguous tensors are copied to contiguous
+// buffers and, for outputs, copied back.
+//
+// Recovering from a failed rank (process_group_recovery.cc) maps onto ccl's calls of the same
+// names: revoke, agree, failed_ranks, shrink and grow. A shrunk or grown group stands on its new
+// communicator alone: it needs no store, so the group that lost a rank (whose store rank 0 may
+// have hosted) is never asked for anything again.
 #pragma once
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
@@ -35,12 +42,40 @@ class ProcessGroupCcl : public c10d::ProcessGroup {
  public:
   ProcessGroupCcl(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                   std::chrono::milliseconds timeout);
+  // A group over `comm` (from a shrink or a grow; `rank` of `size` in it), which it owns;
+  // without a store (monitoredBarrier refuses).
+  ProcessGroupCcl(cclComm_t comm, int rank, int size, std::chrono::milliseconds timeout);
   ~ProcessGroupCcl() override;
 
   const std::string getBackendName() const override { return "ccl"; }
-  cclComm_t comm() const { return lane_->comm(); }
   // Completes the queued operations and releases the communicator (destroy_process_group).
   void shut_down() { lane_->shut_down(); }
+  // Ends the group now (OpLane::abort): what is in flight fails at once, here and on the peers,
+  // and every later operation raises.
+  void abort() { lane_->abort(); }
+
+  // Recovery (process_group_recovery.cc; each raises naming the ccl call and its error).
+  // cclCommRevoke: every pending and later operation of the group fails at once on every rank.
+  void revoke();
+  // cclCommAgree: the AND of the flags of the live ranks, the same on each.
+  int agree(int flag);
+  // cclCommGetFailedRanks: the ranks of this group known to have failed, in increasing order.
+  std::vector<int> failed_ranks();
+  // cclCommShrink, by every rank not in `exclude`: a group of the others, in their order. With
+  // `abort`, what is in flight is aborted first, this group takes no more operations, and an
+  // empty `exclude` means the ranks the survivors agree have died. Without it, the group's
+  // queued operations complete first, and it goes on working.
+  c10::intrusive_ptr<ProcessGroupCcl> shrink(const std::vector<int>& exclude, bool abort);
+  // cclCommGrow by a member (it keeps its rank), after the group's queued operations: a group
+  // of `nranks` with the newcomers, who meet at `unique_id` (CCL_UNIQUE_ID_BYTES bytes).
+  c10::intrusive_ptr<ProcessGroupCcl> grow(int nranks, const std::string& unique_id);
+  // cclCommGrow by a newcomer (comm NULL) taking `rank` of `nranks`. Without a timeout, the
+  // communicator's is CCL_TIMEOUT.
+  static c10::intrusive_ptr<ProcessGroupCcl> grow_as_newcomer(
+      int nranks, int rank, const std::string& unique_id,
+      std::optional<std::chrono::milliseconds> timeout);
+  // cclGetUniqueId's bytes; this process serves the rendezvous until every rank has joined.
+  static std::string unique_id();
   // OpLane::run_exclusive, for the training layer's hooks.
   void run_exclusive(const std::function<void(cclComm_t)>& fn) { lane_->run_exclusive(fn); }
 

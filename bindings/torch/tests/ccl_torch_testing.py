@@ -62,21 +62,27 @@ def run_ranks(fn, size, *args, timeout=180, init_method=None, op_timeout=60, ini
 def _coded_entry(rank, fn, size, init_method, timeout_s, args):
     import traceback
     try:
-        _entry(rank, fn, size, init_method, timeout_s, args)
+        if init_method is None:
+            fn(*args)
+        else:
+            _entry(rank, fn, size, init_method, timeout_s, args)
     except BaseException:  # noqa: BLE001
         traceback.print_exc()
         os._exit(1)
     os._exit(0)
 
 
-def exit_codes(fn, size, *args, timeout=120, op_timeout=60):
+def exit_codes(fn, size, *args, timeout=120, op_timeout=60, extra=()):
     """Like run_ranks, but every rank runs to its end whatever the others do (one may be killed
-    on purpose): returns each rank's exit code (negative: the signal that ended it)."""
+    on purpose): returns each rank's exit code (negative: the signal that ended it). `extra`:
+    (function, args) pairs, each run as fn(*args) in one more process with no process group
+    (a newcomer that joins later); their exit codes follow the ranks'."""
     ctx = mp.get_context("spawn")
     with tempfile.TemporaryDirectory() as tmp:
         method = "file://" + os.path.join(tmp, "init")
         procs = [ctx.Process(target=_coded_entry, args=(r, fn, size, method, op_timeout, args))
                  for r in range(size)]
+        procs += [ctx.Process(target=_coded_entry, args=(-1, f, 0, None, 0, a)) for f, a in extra]
         for p in procs:
             p.start()
         deadline = time.monotonic() + timeout
