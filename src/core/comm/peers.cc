@@ -127,9 +127,28 @@ CallMemory Peers::resolve_memory(const char* what, const void* input, const void
 }
 
 void Peers::connect_peers(Store& store, const std::function<void()>& ready_here) {
+  transport::SetupContext ctx;
+  try {
+    join(store, ready_here, ctx);
+  } catch (...) {
+    // A rank of this host that died during the setup may have made its segment and not lived to
+    // remove it: remove it for it (the ranks whose records were read are known by pid).
+    std::vector<int> ranks, pids;
+    for (const transport::PeerInfo& p : ctx.peers) {
+      if (p.rank != options_.rank && p.pid > 0 && !p.host_id.empty() && p.host_id == host_id()) {
+        ranks.push_back(p.rank);
+        pids.push_back(p.pid);
+      }
+    }
+    if (!ctx.comm_tag.empty()) transport::remove_segments_of_exited(ctx.comm_tag, ranks, pids);
+    throw;
+  }
+}
+
+void Peers::join(Store& store, const std::function<void()>& ready_here,
+                 transport::SetupContext& ctx) {
   const int rank = options_.rank, nranks = options_.nranks;
   Deadline deadline = Deadline::after(options_.timeout);
-  transport::SetupContext ctx;
   ctx.rank = rank;
   ctx.nranks = nranks;
   ctx.store = &store;

@@ -72,6 +72,8 @@ class Peers {
 
  private:
   void connect_peers(Store& store, const std::function<void()>& ready_here);
+  // connect_peers' work; `ctx` keeps what it learnt for the cleanup of a failed setup.
+  void join(Store& store, const std::function<void()>& ready_here, transport::SetupContext& ctx);
   // Each network peer's transport (transport_choice.h), indexed as network_transports().
   std::vector<std::vector<int>> choose_networks(Store& store, const transport::SetupContext& ctx,
                                                 const std::vector<int>& net_peers,

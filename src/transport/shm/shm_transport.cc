@@ -360,21 +360,14 @@ void ShmTransport::cleanup_failed_setup(const SetupContext& ctx, std::span<const
   peer_failures_ = shm::PeerFailures();
   peer_segments_.clear();
   own_ = ShmSegment();  // unmaps and removes our name
-  // A peer that died before it could remove its own name would leave it behind: remove it for
-  // it. Its name is known even if it died before publishing it, and only its process creates
-  // that name, so removing it once the process is gone is safe. Live peers remove their own
-  // (their connect fails too, or has already finished).
+  std::vector<int> pids(peers.size(), 0);
   for (size_t i = 0; i < peers.size(); ++i) {
-    int pid = peer_info[i].pid;
-    if (pid <= 0 && static_cast<size_t>(peers[i]) < ctx.peers.size()) pid = ctx.peers[peers[i]].pid;
-    if (pid <= 0) continue;
-    shm::PeerLiveness liveness(pid);
-    if (liveness.exited()) {
-      std::string name = shm::segment_name(tag_, peers[i]);
-      CCL_INFO(kShm, "shm: removing %s of rank %d (pid %d, exited)", name.c_str(), peers[i], pid);
-      shm::unlink_name(name);
+    pids[i] = peer_info[i].pid;
+    if (pids[i] <= 0 && static_cast<size_t>(peers[i]) < ctx.peers.size()) {
+      pids[i] = ctx.peers[peers[i]].pid;
     }
   }
+  remove_segments_of_exited(tag_, peers, pids);
 }
 
 bool ShmTransport::any_ready() const {
@@ -481,6 +474,23 @@ size_t pooled_slot_bytes(const ShmOptions& options, size_t channels, size_t wind
   const size_t per_slot = ring / options.slots;
   const size_t slot = per_slot > sizeof(shm::SlotHeader) ? per_slot - sizeof(shm::SlotHeader) : 0;
   return std::clamp(slot / kPieceAlign * kPieceAlign, kPieceAlign, options.slot_bytes);
+}
+
+void remove_segments_of_exited(const std::string& comm_tag, std::span<const int> ranks,
+                               std::span<const int> pids) {
+  // A rank that died before it could remove its own name would leave it behind: remove it for
+  // it. Its name is known even if it died before publishing it, and only its process creates
+  // that name, so removing it once the process is gone is safe. Live ranks remove their own.
+  for (size_t i = 0; i < ranks.size() && i < pids.size(); ++i) {
+    if (pids[i] <= 0) continue;
+    shm::PeerLiveness liveness(pids[i]);
+    if (liveness.exited()) {
+      const std::string name = shm::segment_name(comm_tag, ranks[i]);
+      CCL_INFO(kShm, "shm: removing %s of rank %d (pid %d, exited)", name.c_str(), ranks[i],
+               pids[i]);
+      shm::unlink_name(name);
+    }
+  }
 }
 
 std::unique_ptr<Transport> make_shm_transport(const SetupContext& ctx) {

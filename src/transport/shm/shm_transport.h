@@ -15,6 +15,8 @@
 #include <chrono>
 #include <cstddef>
 #include <memory>
+#include <span>
+#include <string>
 
 #include "transport/transport.h"
 
@@ -45,6 +47,12 @@ ShmOptions shm_options_from_config();
 // or less so that the segment fits options.pool_bytes, but never under kPieceAlign (then the
 // segment is larger than the pool). Pure, for tests.
 size_t pooled_slot_bytes(const ShmOptions& options, size_t channels, size_t window_bytes);
+
+// Removes the shared-memory segment of each of `ranks` (of communicator `comm_tag`) whose process
+// (pids[i]; <= 0: unknown, skipped) has exited: a rank that died while the communicator was being
+// set up cannot remove its own.
+void remove_segments_of_exited(const std::string& comm_tag, std::span<const int> ranks,
+                               std::span<const int> pids);
 
 // One per communicator; the options come from the config registry.
 std::unique_ptr<Transport> make_shm_transport(const SetupContext& ctx);
