@@ -170,26 +170,39 @@ std::shared_ptr<Communicator> Communicator::shrink(std::span<const int> exclude,
   for (int s : survivors) {
     if (s != rank()) others.push_back(s);
   }
-  recovery::LivenessWatch watch(recovery_.listeners(), others, peers_.comm_tag(), rank(),
-                                Deadline::after(options_.timeout));
-  while (comm->async_.initializing()) {
-    if (const int gone = watch.first_gone(std::chrono::milliseconds(2)); gone >= 0) {
-      recovery_.note_failed({gone});
-      comm->abort();
-      throw_peer_error(cclRemoteError, gone,
-                       "%s: rank %d died while the survivors joined their new communicator; call "
-                       "%s again without it",
-                       what, gone, what);
+  std::string why;
+  {
+    recovery::LivenessWatch watch(recovery_.listeners(), others, peers_.comm_tag(), rank(),
+                                  Deadline::after(options_.timeout));
+    while (comm->async_.initializing()) {
+      if (const int gone = watch.first_gone(std::chrono::milliseconds(2)); gone >= 0) {
+        recovery_.note_failed({gone});
+        comm->abort();  // its init gives up within a wait slice
+        why = "rank " + std::to_string(gone) + " died while the survivors joined";
+        break;
+      }
     }
   }
   try {
     comm->async_.wait_initialized(what);
   } catch (const Error& e) {
-    // The agreement settled every argument: a join that fails now lost a peer or its network
-    // (one survivor's abort can show on the others as any transport error). The caller may
-    // shrink again, as after a death during the agreement.
-    throw_error(cclRemoteError, "%s: the survivors' join failed (%s); call %s again", what,
-                e.what(), what);
+    // A peer or the network failed (one survivor's abort can reach the others as any
+    // transport error): the agreement settled every argument.
+    if (why.empty()) why = std::string("the join failed: ") + e.what();
+  }
+  // Every survivor keeps the new communicator, or none does: a survivor whose join failed (it saw
+  // a death first) while others completed theirs would otherwise leave two groups that each
+  // believe they recovered.
+  recovery::Vote joined;
+  joined.flag = why.empty() ? 1 : 0;
+  const recovery::Vote outcome =
+      recovery::agree(recovery_.next_agreement(survivors, Deadline::after(options_.timeout)),
+                      joined, recovery_.failed(), recovery::decide_and);
+  recovery_.note_failed(outcome.failed);
+  if (outcome.flag == 0) {
+    comm->abort();
+    if (why.empty()) why = "another survivor's join failed";
+    throw_error(cclRemoteError, "%s: %s; call %s again", what, why.c_str(), what);
   }
   return comm;
 }

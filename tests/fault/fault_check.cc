@@ -35,6 +35,7 @@
 
 #include "fault_ops.h"
 #include "fault_verdict.h"
+#include "trial_files.h"
 
 namespace ccl::fault {
 namespace {
@@ -50,23 +51,7 @@ struct Args {
   Limits limits;
 };
 
-int64_t now_ms() {
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
-}
-
 void sleep_ms(long ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
-
-// Written to a temporary name and renamed, so that a reader never sees half of it.
-void write_file(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  FILE* f = fopen(tmp.c_str(), "w");
-  if (f == nullptr) return;
-  fputs(text.c_str(), f);
-  fclose(f);
-  rename(tmp.c_str(), path.c_str());
-}
 
 bool read_stamp(const std::string& dir, int64_t* ms) {
   FILE* f = fopen((dir + "/stamp").c_str(), "r");
