@@ -97,7 +97,7 @@ void Communicator::init(Store& store) {
   // The recovery endpoint is open on every rank before any rank returns from init: a rank's
   // first agreement may come at once.
   peers_.connect(store, [this] {
-    recovery_.open(peers_.comm_tag(), peers_.recovery_listeners(),
+    recovery_.open({peers_.comm_tag(), peers_.recovery_key()}, peers_.recovery_listeners(),
                    [this](int by) { revoked_by(by); });
   });
   runner_.connected();  // the trace's file is named after the communicator's tag

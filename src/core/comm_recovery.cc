@@ -172,7 +172,7 @@ std::shared_ptr<Communicator> Communicator::shrink(std::span<const int> exclude,
   }
   std::string why;
   {
-    recovery::LivenessWatch watch(recovery_.listeners(), others, peers_.comm_tag(), rank(),
+    recovery::LivenessWatch watch(recovery_.listeners(), others, recovery_.name(), rank(),
                                   Deadline::after(options_.timeout));
     while (comm->async_.initializing()) {
       if (const int gone = watch.first_gone(std::chrono::milliseconds(2)); gone >= 0) {

@@ -156,8 +156,16 @@ void Peers::join(Store& store, const std::function<void()>& ready_here,
   ctx.abort = abort_;
 
   // Rank 0 names the communicator: the name keys shared-memory segments and store entries.
-  if (rank == 0) store.set("comm_tag", to_bytes(random_tag()));
-  ctx.comm_tag = to_string(store.get("comm_tag", deadline));
+  // With it, the key of the recovery plane (recovery_wire.h: the tag is no secret), "TAG KEYHEX".
+  if (rank == 0) {
+    store.set("comm_tag", to_bytes(random_tag() + " " + secret_to_hex(random_secret())));
+  }
+  const std::string named = to_string(store.get("comm_tag", deadline));
+  const size_t space = named.find(' ');
+  if (space == std::string::npos || !secret_from_hex(named.substr(space + 1), &recovery_key_)) {
+    throw_error(cclInternalError, "the communicator's name '%s' is malformed", named.c_str());
+  }
+  ctx.comm_tag = named.substr(0, space);
   comm_tag_ = ctx.comm_tag;
 
   transport::PeerInfo self{rank, host_id(), static_cast<int>(getpid())};

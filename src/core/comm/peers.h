@@ -18,6 +18,7 @@
 #include "base/deadline.h"
 #include "core/bootstrap/socket.h"
 #include "core/bootstrap/store.h"
+#include "core/bootstrap/unique_id.h"
 #include "core/call_memory.h"
 #include "core/comm/options.h"
 #include "core/comm_layout.h"
@@ -41,6 +42,8 @@ class Peers {
   // 12 hex digits rank 0 draws at connect() and every member shares ("" before): they name the
   // shared-memory segments and the trace files of later communicators (trace/trace_path.h).
   const std::string& comm_tag() const { return comm_tag_; }
+  // The recovery plane's key of this communicator, drawn by rank 0 with the tag.
+  const Secret& recovery_key() const { return recovery_key_; }
   bool local_shm() const { return local_shm_; }
   // Which ranks had a CUDA context current where they made the communicator (CommOptions).
   const std::vector<bool>& cuda_contexts() const { return cuda_contexts_; }
@@ -86,6 +89,7 @@ class Peers {
   bool local_shm_ = false;  // the ranks of a host talk over shared memory (or loopback)
   CommLayout layout_;
   std::string comm_tag_;
+  Secret recovery_key_{};
   std::vector<bool> cuda_contexts_;
   std::vector<SocketAddress> recovery_listeners_;
   algo::WaitPolicy wait_policy_;

@@ -7,16 +7,16 @@
 
 namespace ccl {
 
-void Recovery::open(const std::string& comm_tag, std::vector<SocketAddress> listeners,
+void Recovery::open(const recovery::CommName& comm, std::vector<SocketAddress> listeners,
                     std::function<void(int by)> on_revoke) {
-  comm_tag_ = comm_tag;
+  comm_ = comm;
   listeners_ = std::move(listeners);
   if (listeners_[static_cast<size_t>(rank_)].port() == 0) return;  // no listener here
-  endpoint_ = recovery::Listener::instance().open(comm_tag_, rank_, std::move(on_revoke));
+  endpoint_ = recovery::Listener::instance().open(comm_, rank_, std::move(on_revoke));
 }
 
 void Recovery::close() {
-  if (endpoint_) recovery::Listener::instance().close(comm_tag_, rank_);
+  if (endpoint_) recovery::Listener::instance().close(comm_.tag, rank_);
 }
 
 void Recovery::spread_revoke(std::chrono::milliseconds per_peer, Deadline deadline) {
@@ -41,8 +41,7 @@ void Recovery::spread_revoke(std::chrono::milliseconds per_peer, Deadline deadli
         note_failed({r});
         continue;
       }
-      recovery::send_hello(s, recovery::make_hello(recovery::Ask::kRevoke, comm_tag_, r, rank_, 0),
-                           by);
+      recovery::send_hello(s, recovery::make_hello(recovery::Ask::kRevoke, comm_, r, rank_, 0), by);
     } catch (const Error& e) {
       CCL_INFO(kInit, "rank %d: revoke not told to rank %d: %s", rank_, r, e.what());
     }
@@ -59,7 +58,7 @@ recovery::Agreement Recovery::next_agreement(std::vector<int> participants, Dead
     }
   }
   recovery::Agreement a;
-  a.comm_tag = comm_tag_;
+  a.comm = comm_;
   a.self = rank_;
   a.listeners = listeners_;
   a.endpoint = endpoint_;

@@ -28,8 +28,9 @@ class Recovery {
 
   // After the peers connected: files this rank with the listener; `on_revoke(by)` runs when a
   // peer revokes the communicator.
-  void open(const std::string& comm_tag, std::vector<SocketAddress> listeners,
+  void open(const recovery::CommName& comm, std::vector<SocketAddress> listeners,
             std::function<void(int by)> on_revoke);
+  const recovery::CommName& name() const { return comm_; }
   // Stops taking revokes and closes held connections (the communicator is going away).
   void close();
 
@@ -52,7 +53,7 @@ class Recovery {
 
  private:
   const int rank_, nranks_;
-  std::string comm_tag_;
+  recovery::CommName comm_;
   std::vector<SocketAddress> listeners_;
   std::shared_ptr<recovery::Endpoint> endpoint_;
   mutable std::mutex mutex_;  // one agreement at a time

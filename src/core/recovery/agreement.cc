@@ -31,7 +31,7 @@ Socket open_to(const Agreement& a, int rank, Ask ask) {
   Socket s = Socket::connect_once(a.listeners[static_cast<size_t>(rank)], a.deadline);
   if (!s.valid()) return s;
   try {
-    send_hello(s, make_hello(ask, a.comm_tag, rank, a.self, a.seq), a.deadline);
+    send_hello(s, make_hello(ask, a.comm, rank, a.self, a.seq), a.deadline);
   } catch (const Error& e) {
     if (e.code() == cclTimeout) throw;
     return Socket();  // it closed under us: gone

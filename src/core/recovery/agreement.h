@@ -28,7 +28,7 @@
 namespace ccl::recovery {
 
 struct Agreement {
-  std::string comm_tag;
+  CommName comm;
   int self = -1;
   std::vector<SocketAddress> listeners;  // by rank; port 0: that rank has no listener
   std::shared_ptr<Endpoint> endpoint;    // this rank's

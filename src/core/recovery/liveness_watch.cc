@@ -19,7 +19,7 @@ constexpr auto kProbeAgain = std::chrono::milliseconds(5);
 }  // namespace
 
 LivenessWatch::LivenessWatch(const std::vector<SocketAddress>& listeners,
-                             const std::vector<int>& ranks, const std::string& comm_tag, int self,
+                             const std::vector<int>& ranks, const CommName& comm, int self,
                              Deadline deadline)
     : listeners_(listeners) {
   for (int r : ranks) {
@@ -32,7 +32,7 @@ LivenessWatch::LivenessWatch(const std::vector<SocketAddress>& listeners,
       continue;
     }
     try {
-      send_hello(s, make_hello(Ask::kHold, comm_tag, r, self, 0), deadline);
+      send_hello(s, make_hello(Ask::kHold, comm, r, self, 0), deadline);
       held_.emplace(r, std::move(s));
     } catch (const Error& e) {
       if (e.code() == cclTimeout) throw;

@@ -12,15 +12,16 @@
 
 #include "base/deadline.h"
 #include "core/bootstrap/socket.h"
+#include "core/recovery/recovery_wire.h"
 
 namespace ccl::recovery {
 
 class LivenessWatch {
  public:
   // Holds a connection to the listener of each of `ranks` (listeners by rank), filed with rank
-  // r's endpoint of communicator `comm_tag`; `deadline` bounds the connects.
+  // r's endpoint of communicator `comm`; `deadline` bounds the connects.
   LivenessWatch(const std::vector<SocketAddress>& listeners, const std::vector<int>& ranks,
-                const std::string& comm_tag, int self, Deadline deadline);
+                const CommName& comm, int self, Deadline deadline);
   // Waits up to `wait` for news; returns a rank whose process is gone, or -1.
   int first_gone(std::chrono::milliseconds wait);
 

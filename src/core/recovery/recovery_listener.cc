@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <thread>
 
 #include "base/error.h"
@@ -147,12 +148,13 @@ Listener::~Listener() {
   if (thread_.joinable()) thread_.join();
 }
 
-std::shared_ptr<Endpoint> Listener::open(const std::string& tag, int rank,
+std::shared_ptr<Endpoint> Listener::open(const CommName& comm, int rank,
                                          std::function<void(int from)> on_revoke) {
   auto endpoint = std::make_shared<Endpoint>();
   endpoint->on_revoke = std::move(on_revoke);
+  endpoint->key = comm.key;
   std::lock_guard lock(mutex_);
-  endpoints_[{tag, rank}] = endpoint;
+  endpoints_[{comm.tag, rank}] = endpoint;
   return endpoint;
 }
 
@@ -206,6 +208,13 @@ void Listener::serve(Socket socket) {
     if (it != endpoints_.end()) endpoint = it->second;
   }
   const Deadline answer = Deadline::after(kAnswerTimeout);
+  Secret key;
+  memcpy(key.data(), hello.key, key.size());
+  if (endpoint && !secrets_equal(key, endpoint->key)) {
+    CCL_INFO(kInit, "recovery listener: dropped a connection with a wrong key for %s rank %d",
+             tag_of(hello).c_str(), hello.to);
+    return;
+  }
   if (!endpoint) {
     // No such communicator here (never made, or long gone): as good as a dead rank for the asker.
     if (ask == Ask::kSubmit || ask == Ask::kWatch)

@@ -2,8 +2,9 @@
 // longer be trusted (a rank died mid-operation, the communicator was revoked). Each process has
 // one listener (a TCP socket on the interface the bootstrap uses, and a thread), started by its
 // first communicator; every rank publishes its listener's address at the rendezvous. A connection
-// to it names the communicator and the rank it is for (recovery_wire.h); the listener files it
-// with that rank's Endpoint.
+// to it names the communicator and the rank it is for, and presents the communicator's key
+// (recovery_wire.h: a stranger who read the tag off /dev/shm cannot revoke a job); the listener
+// files it with that rank's Endpoint.
 //
 // A process that dies closes its listener and every connection it held, so a refused connection
 // or an end of stream is how a survivor learns that a rank is gone, on this host or another one,
@@ -39,6 +40,7 @@ struct Endpoint {
   std::map<uint64_t, std::vector<Socket>> watches;      // coordinators watching this rank
   std::vector<Socket> holds;                            // survivors' liveness links
   std::function<void(int from)> on_revoke;              // null once the communicator is gone
+  Secret key{};                                         // a connection must present it
   int revoked_by = -1;
   bool closed = false;
 
@@ -59,7 +61,7 @@ class Listener {
   // Files connections for rank `rank` of communicator `tag` with the returned endpoint from now
   // on; `on_revoke` runs (on the listener's thread, under the endpoint's mutex) when a peer says
   // it revoked the communicator.
-  std::shared_ptr<Endpoint> open(const std::string& tag, int rank,
+  std::shared_ptr<Endpoint> open(const CommName& comm, int rank,
                                  std::function<void(int from)> on_revoke);
   // The communicator is gone: its held connections close and revokes are ignored, but its
   // decisions stay answerable for a while (a late coordinator may still ask for them).

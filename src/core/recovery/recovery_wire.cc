@@ -7,10 +7,11 @@
 
 namespace ccl::recovery {
 
-Hello make_hello(Ask ask, const std::string& comm_tag, int to, int from, uint64_t seq) {
+Hello make_hello(Ask ask, const CommName& comm, int to, int from, uint64_t seq) {
   Hello h;
   h.ask = static_cast<uint32_t>(ask);
-  memcpy(h.comm_tag, comm_tag.data(), std::min(comm_tag.size(), sizeof(h.comm_tag)));
+  memcpy(h.comm_tag, comm.tag.data(), std::min(comm.tag.size(), sizeof(h.comm_tag)));
+  memcpy(h.key, comm.key.data(), sizeof(h.key));
   h.to = to;
   h.from = from;
   h.seq = seq;

@@ -10,6 +10,7 @@
 
 #include "base/deadline.h"
 #include "core/bootstrap/socket.h"
+#include "core/bootstrap/unique_id.h"
 
 namespace ccl::recovery {
 
@@ -21,16 +22,24 @@ enum class Ask : uint32_t {
   kHold = 4,    // held open while the receiver lives (a survivor's liveness during a shrink)
 };
 
+// A communicator on the recovery plane: its tag, and the key its ranks drew at the rendezvous
+// (the tag alone is no secret: it names the shared-memory segments in /dev/shm).
+struct CommName {
+  std::string tag;
+  Secret key{};
+};
+
 struct Hello {
   uint32_t magic = kMagic;
   uint32_t ask = 0;
   char comm_tag[16] = {};
+  uint8_t key[16] = {};
   int32_t to = -1;                                // the rank of the communicator the message is for
   int32_t from = -1;                              // the rank that sends it
   uint64_t seq = 0;                               // the agreement's number on the communicator
   static constexpr uint32_t kMagic = 0x63636c52;  // "cclR"
 };
-static_assert(sizeof(Hello) == 40);
+static_assert(sizeof(Hello) == 56);
 
 // A vote, and a decision: a flag, a set of failed ranks, and bytes the decision carries (the new
 // communicator's rendezvous in a shrink).
@@ -44,7 +53,7 @@ constexpr size_t kMaxExtra = 4096;
 
 enum class Reply : uint32_t { kDecision = 1, kUnknown = 2 };
 
-Hello make_hello(Ask ask, const std::string& comm_tag, int to, int from, uint64_t seq);
+Hello make_hello(Ask ask, const CommName& comm, int to, int from, uint64_t seq);
 std::string tag_of(const Hello& hello);
 
 // Whole messages with a deadline; a closed peer is RemoteError, a malformed one InternalError.

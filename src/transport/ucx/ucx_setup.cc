@@ -34,8 +34,13 @@ ucp_ep_h create_endpoint(UcxWorker& worker, UcxConnection& conn, const Bytes& ad
   ucp_ep_h ep = nullptr;
   const ucs_status_t status = ucp_ep_create(worker.worker(), &params, &ep);
   if (status != UCS_OK) {
-    throw_peer_error(cclSystemError, conn.peer(), "ucx: cannot create an endpoint to rank %d: %s",
-                     conn.peer(), ucs_status_string(status));
+    // Unreachable, refused or reset: the peer's process (or its host) is gone, as a closed tcp
+    // connection says; anything else is this side's failure.
+    const bool peer_gone = status == UCS_ERR_UNREACHABLE || status == UCS_ERR_CONNECTION_RESET ||
+                           status == UCS_ERR_REJECTED || status == UCS_ERR_ENDPOINT_TIMEOUT;
+    throw_peer_error(peer_gone ? cclRemoteError : cclSystemError, conn.peer(),
+                     "ucx: cannot create an endpoint to rank %d: %s", conn.peer(),
+                     ucs_status_string(status));
   }
   return ep;
 }
