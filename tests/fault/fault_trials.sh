@@ -82,25 +82,9 @@ done
 cap_s=$((2 * ccl_timeout + 6))
 trial_s=$((cap_s + ccl_timeout + 10))
 
-workdir=$(mktemp -d "${TMPDIR:-/tmp}/ccl-fault-trials.XXXXXX") || exit 2
-cleanup() {
-  local f p
-  # Whatever a trial left running (already counted as a hang) is ended here at the latest.
-  for f in "$workdir"/trial*/pid.*; do
-    [ -f "$f" ] || continue
-    p=$(cat "$f" 2>/dev/null)
-    if [ -n "$p" ] && grep -qs fault_check "/proc/$p/cmdline"; then
-      kill -CONT "$p" 2>/dev/null; kill -KILL "$p" 2>/dev/null
-    fi
-  done
-  if [ "$keep_logs" = 0 ] && [ "${failures:-1}" = 0 ]; then rm -rf "$workdir"; fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-list_shm() { find /dev/shm -maxdepth 1 -name 'ccl-*' -printf '%f\n' 2>/dev/null | sort; }
-now_ms() { date +%s%3N; }
+# shellcheck source=tests/fault/trial_lib.sh
+. "$(dirname "$0")/trial_lib.sh"
+trial_workdir ccl-fault-trials fault_check
 
 RANDOM=$seed
 echo "fault_trials: mode $mode, $transport, np $np, $trials trials, CCL_TIMEOUT=$ccl_timeout," \

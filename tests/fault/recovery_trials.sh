@@ -97,31 +97,9 @@ done
 # long after a death; `timeout` is the last resort.
 trial_s=$((3 * ccl_timeout + 15))
 
-workdir=$(mktemp -d "${TMPDIR:-/tmp}/ccl-recovery-trials.XXXXXX") || exit 2
-cleanup() {
-  local f p
-  # Whatever a trial left running (already counted as a hang) is ended here at the latest.
-  for f in "$workdir"/trial*/pid.*; do
-    [ -f "$f" ] || continue
-    p=$(cat "$f" 2>/dev/null)
-    if [ -n "$p" ] && grep -qs recovery_check "/proc/$p/cmdline"; then
-      kill -KILL "$p" 2>/dev/null
-    fi
-  done
-  if [ "$keep_logs" = 0 ] && [ "${failures:-1}" = 0 ]; then rm -rf "$workdir"; fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-list_shm() { find /dev/shm -maxdepth 1 -name 'ccl-*' -printf '%f\n' 2>/dev/null | sort; }
-# The pid that made a shm segment, from its header (src/transport/shm/shm_layout.h: the magic
-# "ccl-shm1" at 0, owner_pid at byte 52); nothing if the file is not such a segment.
-shm_owner() {
-  [ "$(head -c 8 "$1" 2>/dev/null | rev 2>/dev/null)" = "ccl-shm1" ] || return 0
-  od -An -t d4 -j 52 -N 4 "$1" 2>/dev/null | tr -d ' '
-}
-now_ms() { date +%s%3N; }
+# shellcheck source=tests/fault/trial_lib.sh
+. "$(dirname "$0")/trial_lib.sh"
+trial_workdir ccl-recovery-trials recovery_check
 
 RANDOM=$seed
 echo "recovery_trials: $transport, np $np, $trials trials, phases ${phase_list[*]}," \
