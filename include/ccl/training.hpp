@@ -1,7 +1,8 @@
 /**
  * @file training.hpp
  * @brief ccl's training layer: DDP bucketing with overlap, pipeline schedules, gradient
- * compression with error feedback, LAMB and LARS. Part of libccl (link ccl, or ccl::ccl_training).
+ * compression with error feedback, LAMB and LARS, a tp × pp × dp device mesh. Part of libccl
+ * (link ccl, or ccl::ccl_training).
  *
  * It stands on the public C++ API (ccl.hpp) only, so any C++ trainer can use it, and ccl_torch
  * reaches it from PyTorch (ccl_torch.hooks, ccl_torch.optim).
@@ -11,6 +12,7 @@
 
 #include "training/buckets.hpp"
 #include "training/compression.hpp"
+#include "training/mesh.hpp"
 #include "training/optim.hpp"
 #include "training/pipeline.hpp"
 #include "training/reducer.hpp"
