@@ -16,5 +16,6 @@
 #include "training/optim.hpp"
 #include "training/pipeline.hpp"
 #include "training/reducer.hpp"
+#include "training/tensor_parallel.hpp"
 
 #endif  // CCL_TRAINING_HPP_
