@@ -38,6 +38,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "../ccl.hpp"
@@ -105,6 +106,28 @@ struct LinearShape {
   bool sequence_parallel = false;
 };
 
+/// A linear layer's shard of parameters and the gradients accumulated into it (both linear
+/// layers below).
+class LinearParameters {
+ public:
+  const std::vector<float>& weight() const { return weight_; }
+  const std::vector<float>& bias() const { return bias_; }
+  const std::vector<float>& grad_weight() const { return grad_weight_; }
+  const std::vector<float>& grad_bias() const { return grad_bias_; }
+  /// Clears the accumulated gradients (backward adds to them).
+  void zero_grad() {
+    grad_weight_.assign(weight_.size(), 0.0f);
+    grad_bias_.assign(bias_.size(), 0.0f);
+  }
+
+ protected:
+  LinearParameters(std::vector<float> weight, std::vector<float> bias)
+      : weight_(std::move(weight)), bias_(std::move(bias)) {
+    zero_grad();
+  }
+  std::vector<float> weight_, bias_, grad_weight_, grad_bias_;
+};
+
 /**
  * @brief y = x·Wᵀ + b split by output features: this rank holds rows
  * [rank·out/tp, (rank+1)·out/tp) of W and the same slice of b (an empty b: no bias).
@@ -114,7 +137,7 @@ struct LinearShape {
  * (all-reduce; sequence parallel: reduce-scatter to this rank's rows). With sequence parallelism
  * backward gathers x again rather than keep the gathered copy, as Megatron does to save memory.
  */
-class ColumnParallelLinear {
+class ColumnParallelLinear : public LinearParameters {
  public:
   ColumnParallelLinear(Communicator& tp, LinearShape shape, std::vector<float> weight_shard,
                        std::vector<float> bias_shard);
@@ -125,11 +148,6 @@ class ColumnParallelLinear {
   void backward(ConstMatrix x, ConstMatrix dy, Matrix dx);
 
   std::size_t local_out() const { return local_out_; }
-  const std::vector<float>& weight() const { return weight_; }
-  const std::vector<float>& bias() const { return bias_; }
-  const std::vector<float>& grad_weight() const { return grad_weight_; }
-  const std::vector<float>& grad_bias() const { return grad_bias_; }
-  void zero_grad();
 
  private:
   // The full input: x itself, or (sequence parallel) its rows gathered from the tp group.
@@ -138,7 +156,6 @@ class ColumnParallelLinear {
   Communicator& tp_;
   LinearShape shape_;
   std::size_t local_out_;
-  std::vector<float> weight_, bias_, grad_weight_, grad_bias_;
   std::vector<float> gathered_;  // scratch: the gathered input (sequence parallel)
 };
 
@@ -152,7 +169,7 @@ class ColumnParallelLinear {
  * dx = dy·W_shard, dW += dyᵀ·x, db += Σ dy over all tokens (with sequence parallelism the
  * gathered dy already holds every token, so no extra all-reduce of db is needed).
  */
-class RowParallelLinear {
+class RowParallelLinear : public LinearParameters {
  public:
   RowParallelLinear(Communicator& tp, LinearShape shape, std::vector<float> weight_shard,
                     std::vector<float> bias);
@@ -163,17 +180,11 @@ class RowParallelLinear {
   void backward(ConstMatrix x, ConstMatrix dy, Matrix dx);
 
   std::size_t local_in() const { return local_in_; }
-  const std::vector<float>& weight() const { return weight_; }
-  const std::vector<float>& bias() const { return bias_; }
-  const std::vector<float>& grad_weight() const { return grad_weight_; }
-  const std::vector<float>& grad_bias() const { return grad_bias_; }
-  void zero_grad();
 
  private:
   Communicator& tp_;
   LinearShape shape_;
   std::size_t local_in_;
-  std::vector<float> weight_, bias_, grad_weight_, grad_bias_;
   std::vector<float> partial_;   // scratch: the partial product (sequence parallel)
   std::vector<float> gathered_;  // scratch: the gathered output gradient (sequence parallel)
 };

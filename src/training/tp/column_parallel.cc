@@ -16,7 +16,7 @@ constexpr const char* kBackward = "ColumnParallelLinear::backward";
 ColumnParallelLinear::ColumnParallelLinear(Communicator& tp, LinearShape shape,
                                            std::vector<float> weight_shard,
                                            std::vector<float> bias_shard)
-    : tp_(tp), shape_(shape), weight_(std::move(weight_shard)), bias_(std::move(bias_shard)) {
+    : LinearParameters(std::move(weight_shard), std::move(bias_shard)), tp_(tp), shape_(shape) {
   constexpr const char* where = "ColumnParallelLinear";
   check_divides(where, "shape.out_features", shape_.out_features, tp_.size());
   local_out_ = shape_.out_features / static_cast<std::size_t>(tp_.size());
@@ -30,12 +30,6 @@ ColumnParallelLinear::ColumnParallelLinear(Communicator& tp, LinearShape shape,
                        " elements, expected 0 (no bias) or out_features/tp " +
                        std::to_string(local_out_));
   }
-  zero_grad();
-}
-
-void ColumnParallelLinear::zero_grad() {
-  grad_weight_.assign(weight_.size(), 0.0f);
-  grad_bias_.assign(bias_.size(), 0.0f);
 }
 
 // Checked before any communication, so a bad shape fails every rank that passes it alike and

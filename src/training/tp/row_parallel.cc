@@ -15,7 +15,7 @@ constexpr const char* kBackward = "RowParallelLinear::backward";
 
 RowParallelLinear::RowParallelLinear(Communicator& tp, LinearShape shape,
                                      std::vector<float> weight_shard, std::vector<float> bias)
-    : tp_(tp), shape_(shape), weight_(std::move(weight_shard)), bias_(std::move(bias)) {
+    : LinearParameters(std::move(weight_shard), std::move(bias)), tp_(tp), shape_(shape) {
   constexpr const char* where = "RowParallelLinear";
   check_divides(where, "shape.in_features", shape_.in_features, tp_.size());
   local_in_ = shape_.in_features / static_cast<std::size_t>(tp_.size());
@@ -29,12 +29,6 @@ RowParallelLinear::RowParallelLinear(Communicator& tp, LinearShape shape,
                        " elements, expected 0 (no bias) or out_features " +
                        std::to_string(shape_.out_features));
   }
-  zero_grad();
-}
-
-void RowParallelLinear::zero_grad() {
-  grad_weight_.assign(weight_.size(), 0.0f);
-  grad_bias_.assign(bias_.size(), 0.0f);
 }
 
 // The rows of y (and dy): all tokens, or this rank's block of them with sequence parallelism.
