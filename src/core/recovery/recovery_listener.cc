@@ -23,8 +23,8 @@ constexpr auto kAnswerTimeout = std::chrono::milliseconds(200);
 
 Vote Endpoint::record(uint64_t seq, const Vote& decision) {
   std::lock_guard lock(mutex);
-  auto [it, inserted] = decided.emplace(seq, decision);
-  (void)inserted;
+  // The first decision recorded wins (no structured binding: clang 14 cannot capture one).
+  const auto it = decided.emplace(seq, decision).first;
   auto answer = [&](Socket& s) {
     try {
       send_reply(s, Reply::kDecision, &it->second, Deadline::after(kAnswerTimeout));
