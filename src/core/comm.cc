@@ -179,13 +179,9 @@ void Communicator::abort() {
 void Communicator::abort_and_notify(std::chrono::milliseconds grace) {
   abort();
   if (!async_.ready()) return;
-  // try_lock in a loop, not a timed lock: ThreadSanitizer misreads pthread_mutex_timedlock.
-  std::unique_lock lock(runner_.mutex(), std::defer_lock);
-  const Deadline until = Deadline::after(grace);
-  while (!lock.try_lock()) {
-    if (until.expired()) return;  // the operation still running tells the peers itself
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
+  std::unique_lock<std::timed_mutex> lock;
+  // An operation still running after the grace tells the peers itself.
+  if (!runner_.lock_by(lock, Deadline::after(grace))) return;
   peers_.notify(transport::abort_notice(rank()));
 }
 

@@ -47,15 +47,10 @@ void Communicator::revoke() {
 }
 
 std::unique_lock<std::timed_mutex> Communicator::quiesce(const char* what) {
-  std::unique_lock lock(runner_.mutex(), std::defer_lock);
-  const Deadline deadline = Deadline::after(options_.timeout);
-  // try_lock in a loop, not a timed lock: ThreadSanitizer misreads pthread_mutex_timedlock.
-  while (!lock.try_lock()) {
-    if (deadline.expired()) {
-      throw_error(cclTimeout, "%s: an operation of the communicator still runs after %lld ms", what,
-                  static_cast<long long>(options_.timeout.count()));
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::unique_lock<std::timed_mutex> lock;
+  if (!runner_.lock_by(lock, Deadline::after(options_.timeout))) {
+    throw_error(cclTimeout, "%s: an operation of the communicator still runs after %lld ms", what,
+                static_cast<long long>(options_.timeout.count()));
   }
   return lock;
 }

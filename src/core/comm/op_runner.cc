@@ -59,6 +59,15 @@ OpRunner::OpRunner(const CommOptions& options, bool check_mode, size_t trace_ops
   pending_observer_.runner = this;
 }
 
+bool OpRunner::lock_by(std::unique_lock<std::timed_mutex>& lock, Deadline deadline) {
+  lock = std::unique_lock(op_mutex_, std::defer_lock);
+  while (!lock.try_lock()) {
+    if (deadline.expired()) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
 void OpRunner::check_usable(const char* what) const {
   if (!async_.ready()) async_.wait_initialized(what);
   status_.throw_if_unusable(what);

@@ -52,6 +52,9 @@ class OpRunner {
   OpRunner& operator=(const OpRunner&) = delete;
 
   std::timed_mutex& mutex() { return op_mutex_; }  // one operation at a time on a communicator
+  // Takes op_mutex_ into `lock`, waiting until `deadline` at most; false if it did not. A
+  // try_lock in a loop, not a timed lock: ThreadSanitizer misreads pthread_mutex_timedlock.
+  bool lock_by(std::unique_lock<std::timed_mutex>& lock, Deadline deadline);
   FlightRecorder* recorder() { return recorder_.get(); }
   uint64_t sequence() const { return sequence_; }  // of the current (or last) operation
 

@@ -36,12 +36,9 @@ void Recovery::spread_revoke(std::chrono::milliseconds per_peer, Deadline deadli
     try {
       const Deadline by = std::min(Deadline::after(per_peer), deadline,
                                    [](Deadline a, Deadline b) { return a.at() < b.at(); });
-      Socket s = Socket::connect_once(to, by);
-      if (!s.valid()) {
-        note_failed({r});
-        continue;
-      }
-      recovery::send_hello(s, recovery::make_hello(recovery::Ask::kRevoke, comm_, r, rank_, 0), by);
+      const Socket s = recovery::open_with_hello(
+          to, recovery::make_hello(recovery::Ask::kRevoke, comm_, r, rank_, 0), by);
+      if (!s.valid()) note_failed({r});
     } catch (const Error& e) {
       CCL_INFO(kInit, "rank %d: revoke not told to rank %d: %s", rank_, r, e.what());
     }

@@ -21,10 +21,14 @@ bool CommStatus::revoke(int by) {
 
 void CommStatus::throw_if_unusable(const char* what) const {
   if (destroyed_.load()) throw_error(cclInvalidUsage, "%s: the communicator was destroyed", what);
-  if (const int by = revoked_by_.load(); by >= 0) {
-    throw_error(cclRemoteError, "%s: the communicator was revoked by rank %d", what, by);
+  if (abort_.load()) {
+    // A revoke aborts too (Communicator::revoke): only an aborted communicator asks, so a
+    // healthy one's operations pay nothing for it.
+    if (const int by = revoked_by_.load(); by >= 0) {
+      throw_error(cclRemoteError, "%s: the communicator was revoked by rank %d", what, by);
+    }
+    throw_error(cclInvalidUsage, "%s: the communicator was aborted", what);
   }
-  if (abort_.load()) throw_error(cclInvalidUsage, "%s: the communicator was aborted", what);
   if (finalized_.load()) {
     throw_error(cclInvalidUsage,
                 "%s: the communicator was finalized; only cclCommDestroy may follow", what);

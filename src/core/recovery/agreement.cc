@@ -28,15 +28,8 @@ std::vector<int32_t> as_list(const std::set<int>& ranks) {
 // A connection to `rank`'s listener that opened with `hello`; invalid if the rank is gone.
 Socket open_to(const Agreement& a, int rank, Ask ask) {
   if (!reachable(a, rank)) return Socket();
-  Socket s = Socket::connect_once(a.listeners[static_cast<size_t>(rank)], a.deadline);
-  if (!s.valid()) return s;
-  try {
-    send_hello(s, make_hello(ask, a.comm, rank, a.self, a.seq), a.deadline);
-  } catch (const Error& e) {
-    if (e.code() == cclTimeout) throw;
-    return Socket();  // it closed under us: gone
-  }
-  return s;
+  return open_with_hello(a.listeners[static_cast<size_t>(rank)],
+                         make_hello(ask, a.comm, rank, a.self, a.seq), a.deadline);
 }
 
 Vote coordinate(const Agreement& a, const Vote& mine, std::set<int>& failed, const Decide& decide) {

@@ -25,18 +25,11 @@ LivenessWatch::LivenessWatch(const std::vector<SocketAddress>& listeners,
   for (int r : ranks) {
     const SocketAddress& to = listeners[static_cast<size_t>(r)];
     if (to.port() == 0) continue;  // no listener: nothing to watch
-    Socket s = Socket::connect_once(to, deadline);
-    if (!s.valid()) {
-      CCL_INFO(kInit, "rank %d: liveness watch: rank %d's listener refuses: gone", self, r);
-      gone_.push_back(r);
-      continue;
-    }
-    try {
-      send_hello(s, make_hello(Ask::kHold, comm, r, self, 0), deadline);
+    Socket s = open_with_hello(to, make_hello(Ask::kHold, comm, r, self, 0), deadline);
+    if (s.valid()) {
       held_.emplace(r, std::move(s));
-    } catch (const Error& e) {
-      if (e.code() == cclTimeout) throw;
-      CCL_INFO(kInit, "rank %d: liveness watch: rank %d's listener closed: %s", self, r, e.what());
+    } else {
+      CCL_INFO(kInit, "rank %d: liveness watch: rank %d's listener refuses: gone", self, r);
       gone_.push_back(r);
     }
   }

@@ -223,35 +223,25 @@ void Listener::serve(Socket socket) {
   }
   std::lock_guard lock(endpoint->mutex);
   if (endpoint->closed && ask != Ask::kWatch && ask != Ask::kSubmit) return;
-  auto decided = endpoint->decided.find(hello.seq);
-  switch (ask) {
-    case Ask::kSubmit:
-      if (decided != endpoint->decided.end()) {
-        send_reply(socket, Reply::kDecision, &decided->second, answer);
-      } else if (endpoint->closed) {
-        send_reply(socket, Reply::kUnknown, nullptr, answer);
-      } else {
-        endpoint->submits[hello.seq].push_back({hello.from, std::move(socket), std::move(vote)});
-        endpoint->changed.notify_all();
-      }
-      break;
-    case Ask::kWatch:
-      if (decided != endpoint->decided.end()) {
-        send_reply(socket, Reply::kDecision, &decided->second, answer);
-      } else if (endpoint->closed) {
-        send_reply(socket, Reply::kUnknown, nullptr, answer);
-      } else {
-        endpoint->watches[hello.seq].push_back(std::move(socket));
-      }
-      break;
-    case Ask::kRevoke:
-      if (endpoint->revoked_by < 0) endpoint->revoked_by = hello.from;
-      if (endpoint->on_revoke) endpoint->on_revoke(hello.from);
-      endpoint->changed.notify_all();
-      break;
-    case Ask::kHold:
-      endpoint->holds.push_back(std::move(socket));
-      break;
+  if (ask == Ask::kSubmit || ask == Ask::kWatch) {
+    // Both are answered by the agreement's decision: now if there is one (or "unknown" once the
+    // communicator is gone), else when Endpoint::record() makes it.
+    auto decided = endpoint->decided.find(hello.seq);
+    if (decided != endpoint->decided.end()) {
+      send_reply(socket, Reply::kDecision, &decided->second, answer);
+    } else if (endpoint->closed) {
+      send_reply(socket, Reply::kUnknown, nullptr, answer);
+    } else if (ask == Ask::kSubmit) {
+      endpoint->submits[hello.seq].push_back({hello.from, std::move(socket), std::move(vote)});
+    } else {
+      endpoint->watches[hello.seq].push_back(std::move(socket));
+    }
+    return;
+  }
+  if (ask == Ask::kRevoke) {
+    if (endpoint->on_revoke) endpoint->on_revoke(hello.from);
+  } else {
+    endpoint->holds.push_back(std::move(socket));  // kHold
   }
 }
 

@@ -11,7 +11,6 @@
 // without waiting for a timeout (a host that vanishes whole still takes the timeout).
 #pragma once
 
-#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
@@ -34,14 +33,12 @@ struct Endpoint {
     Vote vote;
   };
   std::mutex mutex;
-  std::condition_variable changed;                      // a submission or a revoke arrived
   std::map<uint64_t, Vote> decided;                     // by agreement number
   std::map<uint64_t, std::vector<Submission>> submits;  // to this rank as coordinator
   std::map<uint64_t, std::vector<Socket>> watches;      // coordinators watching this rank
   std::vector<Socket> holds;                            // survivors' liveness links
   std::function<void(int from)> on_revoke;              // null once the communicator is gone
   Secret key{};                                         // a connection must present it
-  int revoked_by = -1;
   bool closed = false;
 
   // Records agreement `seq`'s decision (the first one recorded wins; it is returned) and sends it

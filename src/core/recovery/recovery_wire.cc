@@ -26,6 +26,18 @@ void send_hello(Socket& socket, const Hello& hello, Deadline deadline) {
   socket.send_all(&hello, sizeof(hello), deadline);
 }
 
+Socket open_with_hello(const SocketAddress& listener, const Hello& hello, Deadline deadline) {
+  Socket s = Socket::connect_once(listener, deadline);
+  if (!s.valid()) return s;
+  try {
+    send_hello(s, hello, deadline);
+  } catch (const Error& e) {
+    if (e.code() == cclTimeout) throw;
+    return Socket();
+  }
+  return s;
+}
+
 Hello recv_hello(Socket& socket, Deadline deadline) {
   Hello h;
   socket.recv_all(&h, sizeof(h), deadline);

@@ -58,6 +58,9 @@ std::string tag_of(const Hello& hello);
 
 // Whole messages with a deadline; a closed peer is RemoteError, a malformed one InternalError.
 void send_hello(Socket& socket, const Hello& hello, Deadline deadline);
+// A connection to a rank's listener that opened with `hello`: invalid if the rank's process is
+// gone (refused, or closed under the hello). Timeout at the deadline.
+Socket open_with_hello(const SocketAddress& listener, const Hello& hello, Deadline deadline);
 Hello recv_hello(Socket& socket, Deadline deadline);
 void send_vote(Socket& socket, const Vote& vote, Deadline deadline);
 Vote recv_vote(Socket& socket, Deadline deadline);

@@ -1,7 +1,6 @@
 // all_gather_text and the text form of a place (see text_exchange.h).
 #include "mesh/text_exchange.h"
 
-#include <algorithm>
 #include <cstdint>
 #include <span>
 
@@ -9,20 +8,21 @@ namespace ccl::training {
 
 std::vector<std::string> all_gather_text(Communicator& comm, const std::string& text) {
   const std::size_t n = static_cast<std::size_t>(comm.size());
-  const std::int64_t mine = static_cast<std::int64_t>(text.size());
-  std::vector<std::int64_t> lengths(n);
+  // The lengths first, then the texts end to end with the uneven all-gather.
+  const std::uint64_t mine = text.size();
+  std::vector<std::uint64_t> lengths(n);
   comm.all_gather(std::span(&mine, 1), lengths);
-  const std::size_t longest =
-      static_cast<std::size_t>(*std::max_element(lengths.begin(), lengths.end()));
-  std::vector<char> send(std::max<std::size_t>(longest, 1), '\0');
-  std::copy(text.begin(), text.end(), send.begin());
-  std::vector<char> all(send.size() * n);
-  comm.all_gather(send, all);
-  std::vector<std::string> texts(n);
+  std::vector<std::size_t> counts(n), displs(n);
+  std::size_t total = 0;
   for (std::size_t r = 0; r < n; ++r) {
-    const char* begin = all.data() + r * send.size();
-    texts[r].assign(begin, begin + lengths[r]);
+    counts[r] = static_cast<std::size_t>(lengths[r]);
+    displs[r] = total;
+    total += counts[r];
   }
+  std::vector<char> all(total);
+  comm.all_gather_v(std::span<const char>(text.data(), text.size()), all, counts, displs);
+  std::vector<std::string> texts(n);
+  for (std::size_t r = 0; r < n; ++r) texts[r].assign(all.data() + displs[r], counts[r]);
   return texts;
 }
 

@@ -9,8 +9,8 @@
 
 namespace ccl::training {
 
-// Collective over `comm`: returns every rank's `text`, by rank (two all-gathers: the lengths,
-// then the texts padded to the longest).
+// Collective over `comm`: returns every rank's `text`, by rank (the lengths by all-gather,
+// then the texts by the uneven all-gather, end to end).
 std::vector<std::string> all_gather_text(Communicator& comm, const std::string& text);
 
 // A place as one line of text ("host\n0.2.1") and back; the host may hold any byte but '\n'.
