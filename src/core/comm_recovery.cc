@@ -155,12 +155,8 @@ std::shared_ptr<Communicator> Communicator::shrink(std::span<const int> exclude,
   CCL_INFO(kInit, "%s: rank %d of %d is rank %d of %d (ranks %s left out)", what, rank(), nranks(),
            child.rank, child.nranks,
            format_int_ranges(std::vector<int>(failed.begin(), failed.end())).c_str());
-  std::shared_ptr<Communicator> comm = create_async(
-      child, [id, rank = child.rank, size = child.nranks](Deadline d, const AbortFlag* abort) {
-        const UniqueIdContents contents = decode_unique_id(id);
-        return std::unique_ptr<Store>(
-            TcpStore::connect(contents.root, contents.secret, rank, size, d, abort));
-      });
+  std::shared_ptr<Communicator> comm =
+      create_async(child, AsyncState::through_unique_id(id, child.rank, child.nranks));
   std::vector<int> others;
   for (int s : survivors) {
     if (s != rank()) others.push_back(s);

@@ -111,13 +111,9 @@ std::shared_ptr<Communicator> Communicator::split(int color, int key, const Comm
       return std::unique_ptr<Store>(std::make_unique<PrefixStore>("", rendezvous->store));
     };
   } else {
-    connect = [group](Deadline deadline, const AbortFlag* abort) {
-      cclUniqueId id;
-      memcpy(id.internal, group.address.data(), kAddressBytes);
-      const UniqueIdContents contents = decode_unique_id(id);
-      return std::unique_ptr<Store>(TcpStore::connect(contents.root, contents.secret, group.rank,
-                                                      group.size, deadline, abort));
-    };
+    cclUniqueId id;
+    memcpy(id.internal, group.address.data(), kAddressBytes);
+    connect = AsyncState::through_unique_id(id, group.rank, group.size);
   }
   CCL_INFO(kInit, "split: rank %d of the parent is rank %d of %d with color %d%s", rank(),
            group.rank, group.size, color,

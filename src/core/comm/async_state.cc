@@ -4,6 +4,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "core/bootstrap/tcp_store.h"
 #include "core/stream.h"
 
 namespace ccl {
@@ -12,6 +13,15 @@ AsyncState::AsyncState(const CommOptions& options, CommStatus& status)
     : options_(options), status_(status) {}
 
 AsyncState::~AsyncState() { shutdown(); }
+
+AsyncState::StoreConnector AsyncState::through_unique_id(const cclUniqueId& id, int rank,
+                                                         int nranks) {
+  return [id, rank, nranks](Deadline deadline, const AbortFlag* abort) {
+    const UniqueIdContents contents = decode_unique_id(id);
+    return std::unique_ptr<Store>(
+        TcpStore::connect(contents.root, contents.secret, rank, nranks, deadline, abort));
+  };
+}
 
 void AsyncState::start_init(StoreConnector connect, std::function<void(Store&)> init) {
   init_state_.store(kInitializing);

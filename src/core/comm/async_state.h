@@ -25,6 +25,8 @@ namespace ccl {
 class AsyncState {
  public:
   using StoreConnector = std::function<std::unique_ptr<Store>(Deadline, const AbortFlag*)>;
+  // The connector to the rendezvous `id` names, as rank `rank` of `nranks`.
+  static StoreConnector through_unique_id(const cclUniqueId& id, int rank, int nranks);
 
   AsyncState(const CommOptions& options, CommStatus& status);
   ~AsyncState();  // shutdown()
