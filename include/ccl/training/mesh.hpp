@@ -8,13 +8,18 @@
  * Placement (place_mesh, a pure function): the world ranks are put in locality order (hosts in
  * order of their lowest rank; inside a host by locality key, then rank), and position p of that
  * order gets the coordinates
- *   tp = p % tp_size,  pp = (p / tp_size) % pp_size,  dp = p / (tp_size · pp_size).
- * tp is innermost, so a tp group is tp_size neighbours in locality order: inside one host, on
- * the same NUMA node / adjacent GPUs whenever those hold a multiple of tp_size ranks. pp comes
- * next (its stages share a host while the host has room, else they span hosts, the usual case
- * when a host holds one tp group), and dp is outermost. A shape whose tp groups would cross a
- * host (some host's rank count is not a multiple of tp) is refused: tensor parallelism over the
- * network is almost never what was meant, and a mistake in the launch should not run slowly.
+ *   tp = p % tp_size,  dp = (p / tp_size) % dp_size,  pp = p / (tp_size · dp_size),
+ * Megatron-LM's order (tp fastest, pp slowest). tp is innermost, so a tp group is tp_size
+ * neighbours in locality order: inside one host, on the same NUMA node / adjacent GPUs whenever
+ * those hold a multiple of tp_size ranks. The pipeline is outermost: its stages are as far apart
+ * as the job is wide, so they land on different hosts as soon as a host holds no more than
+ * tp_size · dp_size ranks (2 hosts × 4 ranks at tp 2 × pp 2 × dp 2: one stage per host). That
+ * puts the small point-to-point activation traffic on the slow links and keeps the large
+ * gradient all-reduce of dp (a replica per tp group, repeated at every step) inside the host.
+ * dp is the outermost *parallelism* (each dp index holds a whole tp × pp model replica) while pp
+ * is the outermost *placement*. A shape whose tp groups would cross a host (some host's rank count
+ * is not a multiple of tp) is refused: tensor parallelism over the network is almost never what
+ * was meant, and a mistake in the launch should not run slowly.
  *
  * @code
  * ccl::Communicator world = ccl::Communicator::from_env();

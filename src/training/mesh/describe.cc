@@ -77,7 +77,7 @@ std::string describe_mesh(const MeshPlacement& placement, std::span<const MeshPl
   const MeshShape& s = placement.shape;
   std::ostringstream out;
   out << "device mesh: " << placement.ranks.size() << " ranks = tp " << s.tp << " x pp " << s.pp
-      << " x dp " << s.dp << " (tp innermost, dp outermost)\n";
+      << " x dp " << s.dp << " (tp innermost, pp outermost)\n";
   describe_ranks(out, placement, places);
   for (MeshAxis axis : {MeshAxis::Tp, MeshAxis::Pp, MeshAxis::Dp}) {
     describe_groups(out, placement, axis, transport_of);

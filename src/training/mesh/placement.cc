@@ -92,11 +92,11 @@ MeshPlacement place_mesh(const MeshShape& shape, std::span<const MeshPlace> plac
   check_tp_fits_hosts(shape.tp, places, placement.order);
   placement.ranks.resize(places.size());
   const int tp = shape.tp;
-  const int pp = shape.pp;
+  const int dp = shape.dp;
   for (std::size_t p = 0; p < placement.order.size(); ++p) {
     const int position = static_cast<int>(p);
     MeshRank& r = placement.ranks[static_cast<std::size_t>(placement.order[p])];
-    r.coord = {position % tp, (position / tp) % pp, position / (tp * pp)};
+    r.coord = {.tp = position % tp, .pp = position / (tp * dp), .dp = (position / tp) % dp};
     // A group's color is the index of its fixed coordinates; its key the coordinate that varies,
     // so the group communicator's rank is the coordinate along that axis.
     r.tp = {position / tp, r.coord.tp};

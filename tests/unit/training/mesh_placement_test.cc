@@ -38,9 +38,11 @@ TEST(MeshPlacement, TwoHostsTp2Pp2Dp2) {
   const MeshPlacement m = place_mesh({.tp = 2, .pp = 2, .dp = 2}, places);
   ccl_test::expect_valid_mesh(m, places);
   EXPECT_EQ(m.groups(MeshAxis::Tp), (Groups{{0, 2}, {4, 6}, {1, 3}, {5, 7}}));
-  // A host holds one tp × pp block; dp, outermost, spans the hosts.
-  EXPECT_EQ(m.groups(MeshAxis::Pp), (Groups{{0, 4}, {2, 6}, {1, 5}, {3, 7}}));
-  EXPECT_EQ(m.groups(MeshAxis::Dp), (Groups{{0, 1}, {2, 3}, {4, 5}, {6, 7}}));
+  // The pipeline spans the hosts (stage 0 on host0, stage 1 on host1); a host holds its stage's
+  // tp × dp block, so the gradient all-reduces stay inside the host.
+  EXPECT_EQ(m.groups(MeshAxis::Pp), (Groups{{0, 1}, {2, 3}, {4, 5}, {6, 7}}));
+  EXPECT_EQ(m.groups(MeshAxis::Dp), (Groups{{0, 4}, {2, 6}, {1, 5}, {3, 7}}));
+  for (int r = 0; r < 8; ++r) EXPECT_EQ(m.ranks[static_cast<std::size_t>(r)].coord.pp, r % 2);
 }
 
 TEST(MeshPlacement, TpGroupsStayOnANumaNode) {

@@ -76,6 +76,10 @@ TEST(MeshTopology, DgxH100) {
   const std::vector<std::string> low = {"gpu0", "gpu1", "gpu2", "gpu3"};
   const std::vector<std::string> high = {"gpu4", "gpu5", "gpu6", "gpu7"};
   EXPECT_EQ(tp_devices(half, names), (Names{low, high, low, high}));
+  // The pipeline's stages on different hosts, the data-parallel pairs inside one.
+  const auto host_of = [&](int r) { return places[static_cast<std::size_t>(r)].host; };
+  for (const auto& g : half.groups(MeshAxis::Pp)) EXPECT_NE(host_of(g[0]), host_of(g[1]));
+  for (const auto& g : half.groups(MeshAxis::Dp)) EXPECT_EQ(host_of(g[0]), host_of(g[1]));
   // tp 2: neighbouring GPUs.
   const MeshPlacement pairs = place_mesh({.tp = 2, .pp = 4, .dp = 2}, places);
   ccl_test::expect_valid_mesh(pairs, places);
