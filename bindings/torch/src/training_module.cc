@@ -11,25 +11,16 @@
 #include <optional>
 #include <vector>
 
+#include "borrowed_comm.h"
+#include "mesh_bindings.h"
+
 namespace py = pybind11;
 using namespace ccl::training;
+using ccl_torch::BorrowedComm;
 
 namespace {
 
 float* as_floats(uintptr_t address) { return reinterpret_cast<float*>(address); }
-
-// A ccl::Communicator over a handle the process group owns: released, never destroyed, here.
-class BorrowedComm {
- public:
-  explicit BorrowedComm(uintptr_t handle) : comm_(reinterpret_cast<cclComm_t>(handle)) {}
-  ~BorrowedComm() { (void)comm_.release(); }
-  BorrowedComm(const BorrowedComm&) = delete;
-  BorrowedComm& operator=(const BorrowedComm&) = delete;
-  ccl::Communicator& get() { return comm_; }
-
- private:
-  ccl::Communicator comm_;
-};
 
 // (param address, grad address, count, exclude) tuples, as the Python optimizers pass them.
 using ParamTuple = std::tuple<uintptr_t, uintptr_t, size_t, bool>;
@@ -49,6 +40,7 @@ PYBIND11_MODULE(_training, m) {
   m.doc() = "ccl's training layer (DDP buckets, compression, LAMB/LARS) for ccl_torch";
   // ccl::Error is a std::runtime_error: pybind11 raises it as RuntimeError with its message;
   // std::invalid_argument becomes ValueError, std::logic_error RuntimeError.
+  ccl_torch::bind_mesh(m);
 
   m.def(
       "assign_buckets",
