@@ -17,5 +17,6 @@
 #include "training/pipeline.hpp"
 #include "training/reducer.hpp"
 #include "training/tensor_parallel.hpp"
+#include "training/zero.hpp"
 
 #endif  // CCL_TRAINING_HPP_

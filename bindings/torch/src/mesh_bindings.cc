@@ -1,6 +1,7 @@
 // place_mesh and describe_mesh of ccl::training for ccl_torch.mesh, which makes the torch process
 // groups of the placement (torch.distributed.new_group), so the placement has one implementation.
-// Places cross as (host, locality) pairs, placements as plain lists and dicts.
+// Places cross as (host, locality) pairs, placements as plain lists and dicts. pipeline_schedule
+// gives a pipeline stage's actions (examples/parallel3d runs them over torch's send/recv).
 #include "mesh_bindings.h"
 
 #include <pybind11/functional.h>
@@ -9,6 +10,7 @@
 #include <ccl/training.hpp>
 #include <cstdint>
 #include <map>
+#include <stdexcept>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -44,6 +46,16 @@ py::dict placement_dict(const MeshPlacement& m) {
   }
   out["groups"] = groups;
   return out;
+}
+
+PipelineKind pipeline_kind(const std::string& name) {
+  if (name == "gpipe") return PipelineKind::GPipe;
+  if (name == "1f1b") return PipelineKind::OneFOneB;
+  if (name == "interleaved") return PipelineKind::Interleaved;
+  throw std::invalid_argument(
+      "ccl_torch._training.pipeline_schedule: kind must be 'gpipe', "
+      "'1f1b' or 'interleaved', not '" +
+      name + "'");
 }
 
 }  // namespace
@@ -83,6 +95,22 @@ void bind_mesh(py::module_& m) {
       [](uintptr_t comm, int peer) { return BorrowedComm(comm).get().peer_transport(peer); },
       py::arg("comm"), py::arg("peer"),
       "The transport the communicator (a ProcessGroupCcl._run_exclusive handle) uses to `peer`.");
+  m.def(
+      "pipeline_schedule",
+      [](const std::string& kind, int stages, int microbatches, int stage, int virtual_stages) {
+        std::vector<std::tuple<std::string, int, int>> actions;
+        for (const PipelineAction& a :
+             pipeline_schedule(pipeline_kind(kind), stages, microbatches, stage, virtual_stages)) {
+          actions.emplace_back(a.kind == PipelineAction::Forward ? "forward" : "backward",
+                               a.microbatch, a.chunk);
+        }
+        return actions;
+      },
+      py::arg("kind"), py::arg("stages"), py::arg("microbatches"), py::arg("stage"),
+      py::arg("virtual_stages") = 1,
+      "ccl::training::pipeline_schedule: the ordered actions of pipeline stage `stage` of "
+      "`stages` as [('forward'|'backward', microbatch, chunk)]; kind 'gpipe', '1f1b' or "
+      "'interleaved'. ValueError for a bad kind or argument.");
 }
 
 }  // namespace ccl_torch

@@ -13,6 +13,8 @@
 
 #include "borrowed_comm.h"
 #include "mesh_bindings.h"
+#include "optim_bindings.h"
+#include "zero_bindings.h"
 
 namespace py = pybind11;
 using namespace ccl::training;
@@ -22,22 +24,10 @@ namespace {
 
 float* as_floats(uintptr_t address) { return reinterpret_cast<float*>(address); }
 
-// (param address, grad address, count, exclude) tuples, as the Python optimizers pass them.
-using ParamTuple = std::tuple<uintptr_t, uintptr_t, size_t, bool>;
-
-std::vector<ParamRef> refs(const std::vector<ParamTuple>& params) {
-  std::vector<ParamRef> out;
-  out.reserve(params.size());
-  for (const auto& [p, g, count, exclude] : params) {
-    out.push_back({as_floats(p), as_floats(g), count, exclude});
-  }
-  return out;
-}
-
 }  // namespace
 
 PYBIND11_MODULE(_training, m) {
-  m.doc() = "ccl's training layer (DDP buckets, compression, LAMB/LARS) for ccl_torch";
+  m.doc() = "ccl's training layer (DDP buckets, compression, optimizers) for ccl_torch";
   // ccl::Error is a std::runtime_error: pybind11 raises it as RuntimeError with its message;
   // std::invalid_argument becomes ValueError, std::logic_error RuntimeError.
   ccl_torch::bind_mesh(m);
@@ -72,40 +62,6 @@ PYBIND11_MODULE(_training, m) {
   m.def("make_compressor", &make_compressor, py::arg("spec"),
         "A compressor: 'topk:R', 'topk16:R', 'sign' or 'onebit'.");
 
-  py::class_<Lamb>(m, "Lamb")
-      .def(py::init([](double lr, double beta1, double beta2, double eps, double weight_decay,
-                       double clamp) {
-             return Lamb(LambOptions{.lr = lr,
-                                     .beta1 = beta1,
-                                     .beta2 = beta2,
-                                     .eps = eps,
-                                     .weight_decay = weight_decay,
-                                     .clamp = clamp});
-           }),
-           py::arg("lr"), py::arg("beta1"), py::arg("beta2"), py::arg("eps"),
-           py::arg("weight_decay"), py::arg("clamp"))
-      .def(
-          "step", [](Lamb& o, const std::vector<ParamTuple>& params) { o.step(refs(params)); },
-          py::call_guard<py::gil_scoped_release>())
-      .def("set_lr", &Lamb::set_lr)
-      .def_property_readonly("steps", &Lamb::steps)
-      .def_property_readonly("last_trust_ratios", &Lamb::last_trust_ratios);
-
-  py::class_<Lars>(m, "Lars")
-      .def(py::init([](double lr, double momentum, double weight_decay, double trust_coefficient,
-                       double eps) {
-             return Lars(LarsOptions{.lr = lr,
-                                     .momentum = momentum,
-                                     .weight_decay = weight_decay,
-                                     .trust_coefficient = trust_coefficient,
-                                     .eps = eps});
-           }),
-           py::arg("lr"), py::arg("momentum"), py::arg("weight_decay"),
-           py::arg("trust_coefficient"), py::arg("eps"))
-      .def(
-          "step", [](Lars& o, const std::vector<ParamTuple>& params) { o.step(refs(params)); },
-          py::call_guard<py::gil_scoped_release>())
-      .def("set_lr", &Lars::set_lr)
-      .def_property_readonly("steps", &Lars::steps)
-      .def_property_readonly("last_trust_ratios", &Lars::last_trust_ratios);
+  ccl_torch::bind_optim(m);
+  ccl_torch::bind_zero(m);
 }

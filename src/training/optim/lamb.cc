@@ -1,14 +1,14 @@
-// LAMB (optim.hpp). Each parameter takes two passes over its floats: the first updates the moments
-// and accumulates ‖x‖² and ‖u‖², the second recomputes u from the updated moments and applies
-// x −= lr·r·u. Writing u out in the first pass instead would save the second pass one stream read
-// (m and v for u) at the cost of one more written in the first: the same traffic, plus a scratch
-// buffer as large as the largest parameter. sources.cmake compiles this file with
-// -fno-math-errno, without which GCC does not vectorize the square root (each one becomes a call
-// that may set errno, behind a branch).
+// LAMB (optim.hpp). Each parameter (or piece of one) takes two passes over its floats, the
+// Optimizer's measure and apply: the first updates the moments and accumulates ‖x‖² and ‖u‖²
+// (summed over the tensor's pieces, on every rank when sharded), the second recomputes u from
+// the updated moments and applies x −= lr·r·u. Writing u out in the first pass instead would save
+// the second pass one stream read (m and v for u) at the cost of one more written in the first: the
+// same traffic, plus a scratch buffer as large as the largest parameter. sources.cmake compiles
+// this file with -fno-math-errno, without which GCC does not vectorize the square root (each one
+// becomes a call that may set errno, behind a branch).
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <optional>
 
 #include "ccl/training/optim.hpp"
 #include "optim/param_checks.h"
@@ -88,9 +88,9 @@ constexpr size_t kLanes = 8;
 
 // Second pass: x −= lr·r·u. In blocks, as the first pass, because at -O2 GCC vectorizes only
 // loops of a known trip count (its "very cheap" cost model).
-[[gnu::noinline]] void apply(float* __restrict x, const float* __restrict m,
-                             const float* __restrict v, size_t n, const Coefficients& c,
-                             float scale) {
+[[gnu::noinline]] void apply_update(float* __restrict x, const float* __restrict m,
+                                    const float* __restrict v, size_t n, const Coefficients& c,
+                                    float scale) {
   size_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
     for (size_t lane = 0; lane < kLanes; ++lane) {
@@ -100,53 +100,46 @@ constexpr size_t kLanes = 8;
   for (; i < n; ++i) x[i] -= scale * update(m[i], v[i], x[i], c);
 }
 
-}  // namespace
-
-Lamb::Lamb(LambOptions options) : options_(options) { validate(options_); }
-
-void Lamb::set_lr(double lr) {
-  LambOptions next = options_;
-  next.lr = lr;
-  validate(next);
-  options_ = next;
+Coefficients coefficients(const LambOptions& o, int64_t t, bool exclude) {
+  const double bias1 = 1 - std::pow(o.beta1, static_cast<double>(t));
+  const double bias2 = 1 - std::pow(o.beta2, static_cast<double>(t));
+  return Coefficients{
+      .beta1 = static_cast<float>(o.beta1),
+      .one_minus_beta1 = static_cast<float>(1 - o.beta1),
+      .beta2 = static_cast<float>(o.beta2),
+      .one_minus_beta2 = static_cast<float>(1 - o.beta2),
+      .inv_bias1 = static_cast<float>(1 / bias1),
+      .inv_bias2 = static_cast<float>(1 / bias2),
+      // An ε too small for a float acts as the smallest normal float, not as 0 (0/0 where g
+      // has always been 0).
+      .eps = std::max(static_cast<float>(o.eps), std::numeric_limits<float>::min()),
+      .weight_decay = exclude ? 0.0f : static_cast<float>(o.weight_decay),
+  };
 }
 
-void Lamb::step(std::span<const ParamRef> params) {
-  // Everything is checked before anything changes, so a throw leaves the optimizer as it was.
-  optim_detail::check_params(kPrefix, params, state_, [](const Moments& s) { return s.m.size(); });
+}  // namespace
 
-  const int64_t t = step_ + 1;
-  const double bias1 = 1 - std::pow(options_.beta1, static_cast<double>(t));
-  const double bias2 = 1 - std::pow(options_.beta2, static_cast<double>(t));
-  last_ratios_.assign(params.size(), 1.0);
-  for (size_t i = 0; i < params.size(); ++i) {
-    const ParamRef& p = params[i];
-    if (p.count == 0) continue;  // nothing to update; its ratio is 1 as for a zero norm
-    Moments& s = state_[p.param];
-    if (s.m.empty()) {  // first sight: zeroed moments
-      s.m.assign(p.count, 0.0f);
-      s.v.assign(p.count, 0.0f);
-    }
-    const Coefficients c{
-        .beta1 = static_cast<float>(options_.beta1),
-        .one_minus_beta1 = static_cast<float>(1 - options_.beta1),
-        .beta2 = static_cast<float>(options_.beta2),
-        .one_minus_beta2 = static_cast<float>(1 - options_.beta2),
-        .inv_bias1 = static_cast<float>(1 / bias1),
-        .inv_bias2 = static_cast<float>(1 / bias2),
-        // An ε too small for a float acts as the smallest normal float, not as 0 (0/0 where g
-        // has always been 0).
-        .eps = std::max(static_cast<float>(options_.eps), std::numeric_limits<float>::min()),
-        .weight_decay = p.exclude ? 0.0f : static_cast<float>(options_.weight_decay),
-    };
-    const Norms norms = moments_and_norms(s.m.data(), s.v.data(), p.grad, p.param, p.count, c);
-    const double x_norm = std::sqrt(norms.x2), u_norm = std::sqrt(norms.u2);
-    double ratio = 1.0;
-    if (!p.exclude && x_norm > 0 && u_norm > 0) ratio = std::min(x_norm, options_.clamp) / u_norm;
-    last_ratios_[i] = ratio;
-    apply(p.param, s.m.data(), s.v.data(), p.count, c, static_cast<float>(options_.lr * ratio));
-  }
-  ++step_;
+Lamb::Lamb(LambOptions options) : Optimizer(kPrefix, "lamb", options.lr), options_(options) {
+  validate(options_);
+}
+
+// The first pass: the moments, and the piece's share of ‖x‖² and ‖u‖² (sums[0], sums[1]). The
+// step count is the optimizer's (as in the paper), the same for every piece of a step.
+void Lamb::measure(const ParamRef& p, PieceState& s, double* sums) {
+  const Coefficients c = coefficients(options_, steps() + 1, p.exclude);
+  const Norms norms = moments_and_norms(s.buffer(0), s.buffer(1), p.grad, p.param, p.count, c);
+  sums[0] += norms.x2;
+  sums[1] += norms.u2;
+}
+
+// The second pass, with the whole tensor's norms.
+double Lamb::apply(const ParamRef& p, PieceState& s, const double* sums) {
+  const Coefficients c = coefficients(options_, steps() + 1, p.exclude);
+  const double x_norm = std::sqrt(sums[0]), u_norm = std::sqrt(sums[1]);
+  double ratio = 1.0;
+  if (!p.exclude && x_norm > 0 && u_norm > 0) ratio = std::min(x_norm, options_.clamp) / u_norm;
+  apply_update(p.param, s.buffer(0), s.buffer(1), p.count, c, static_cast<float>(lr() * ratio));
+  return ratio;
 }
 
 }  // namespace ccl::training

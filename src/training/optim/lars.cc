@@ -1,7 +1,7 @@
-// LARS with momentum (optim.hpp). A parameter takes one pass for ‖x‖ and ‖g‖ (skipped when
-// excluded: its local learning rate is 1) and one for the momentum and the parameter.
+// LARS with momentum (optim.hpp). A parameter (or piece of one) takes one pass for ‖x‖ and ‖g‖
+// (the Optimizer's measure, summed over the tensor's pieces; skipped when excluded: its local
+// learning rate is 1) and one for the momentum and the parameter (apply).
 #include <cmath>
-#include <optional>
 
 #include "ccl/training/optim.hpp"
 #include "optim/param_checks.h"
@@ -78,41 +78,31 @@ struct Norms {
 
 }  // namespace
 
-Lars::Lars(LarsOptions options) : options_(options) { validate(options_); }
-
-void Lars::set_lr(double lr) {
-  LarsOptions next = options_;
-  next.lr = lr;
-  validate(next);
-  options_ = next;
+Lars::Lars(LarsOptions options) : Optimizer(kPrefix, "lars", options.lr), options_(options) {
+  validate(options_);
 }
 
-void Lars::step(std::span<const ParamRef> params) {
-  // Everything is checked before anything changes, so a throw leaves the optimizer as it was.
-  optim_detail::check_params(kPrefix, params, momentum_,
-                             [](const std::vector<float>& v) { return v.size(); });
+// The first pass: the piece's share of ‖x‖² and ‖g‖² (sums[0], sums[1]); none for an excluded
+// parameter, whose local learning rate is 1.
+void Lars::measure(const ParamRef& p, PieceState&, double* sums) {
+  if (p.exclude) return;
+  const Norms norms = squared_norms(p.param, p.grad, p.count);
+  sums[0] += norms.x2;
+  sums[1] += norms.g2;
+}
 
-  last_ratios_.assign(params.size(), 1.0);
-  for (size_t i = 0; i < params.size(); ++i) {
-    const ParamRef& p = params[i];
-    if (p.count == 0) continue;  // nothing to update; its local learning rate is 1
-    std::vector<float>& v = momentum_[p.param];
-    if (v.empty()) v.assign(p.count, 0.0f);  // first sight: zero momentum
-    const double weight_decay = p.exclude ? 0.0 : options_.weight_decay;
-    double local_lr = 1.0;
-    if (!p.exclude) {
-      const Norms norms = squared_norms(p.param, p.grad, p.count);
-      const double x_norm = std::sqrt(norms.x2), g_norm = std::sqrt(norms.g2);
-      if (x_norm > 0 && g_norm > 0) {
-        local_lr =
-            options_.trust_coefficient * x_norm / (g_norm + weight_decay * x_norm + options_.eps);
-      }
-    }
-    last_ratios_[i] = local_lr;
-    momentum_step(p.param, v.data(), p.grad, p.count, static_cast<float>(options_.momentum),
-                  static_cast<float>(options_.lr * local_lr), static_cast<float>(weight_decay));
+// The second pass, with the whole tensor's norms.
+double Lars::apply(const ParamRef& p, PieceState& s, const double* sums) {
+  const double weight_decay = p.exclude ? 0.0 : options_.weight_decay;
+  double local_lr = 1.0;
+  const double x_norm = std::sqrt(sums[0]), g_norm = std::sqrt(sums[1]);
+  if (!p.exclude && x_norm > 0 && g_norm > 0) {
+    local_lr =
+        options_.trust_coefficient * x_norm / (g_norm + weight_decay * x_norm + options_.eps);
   }
-  ++step_;
+  momentum_step(p.param, s.buffer(0), p.grad, p.count, static_cast<float>(options_.momentum),
+                static_cast<float>(lr() * local_lr), static_cast<float>(weight_decay));
+  return local_lr;
 }
 
 }  // namespace ccl::training

@@ -1,4 +1,4 @@
-// The argument checks Lamb and Lars share (param_checks.h).
+// The argument checks the optimizers share (param_checks.h).
 #include "optim/param_checks.h"
 
 #include <array>

@@ -1,4 +1,4 @@
-// The argument checks Lamb and Lars share: options out of range, and the ParamRef list of a step
+// The argument checks the optimizers share: options out of range, and the ParamRef list of a step
 // (null pointers, changed counts). Each message starts with the optimizer's prefix
 // ("ccl::training::Lamb: "). Internal to ccl_training.
 #pragma once

@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "optim_testing.h"
+
 namespace {
 
 using ccl::training::Lamb;
@@ -26,47 +28,17 @@ using ccl::training::LarsOptions;
 using ccl::training::linear_scaled_lr;
 using ccl::training::ParamRef;
 using ccl::training::WarmupPolyDecay;
-
-// Uniform in [-1, 1) from mt19937's output, converted here rather than by a standard
-// distribution, whose algorithm each standard library chooses: the same numbers everywhere.
-float uniform(std::mt19937& rng) { return static_cast<float>(rng() >> 8) * 0x1p-23f - 1.0f; }
-
-// A value in ±[lo, hi]: elements away from zero, so that a tolerance relative to a tensor's
-// largest element is nearly one relative to each element.
-float away_from_zero(std::mt19937& rng, float lo, float hi) {
-  const float magnitude = lo + (hi - lo) * (uniform(rng) + 1) / 2;
-  return uniform(rng) < 0 ? -magnitude : magnitude;
-}
-
-std::vector<float> random_tensor(std::mt19937& rng, size_t n, float lo, float hi) {
-  std::vector<float> t(n);
-  for (auto& e : t) e = away_from_zero(rng, lo, hi);
-  return t;
-}
+using ccl_test::contains;
+using ccl_test::expect_close;
+using ccl_test::invalid_argument_of;
+using ccl_test::random_tensor;
+using ccl_test::starts_with;
+using ccl_test::uniform;
 
 double norm(const std::vector<double>& t) {
   double s = 0;
   for (const double e : t) s += e * e;
   return std::sqrt(s);
-}
-
-// The message of the std::invalid_argument that `f` throws ("" and a failure if none).
-template <class F>
-std::string invalid_argument_of(F&& f) {
-  try {
-    f();
-  } catch (const std::invalid_argument& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no std::invalid_argument";
-  return "";
-}
-
-bool starts_with(const std::string& s, const std::string& prefix) {
-  return s.rfind(prefix, 0) == 0;
-}
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
 }
 
 // --- The reference: one tensor's state in double, each formula as the header writes it. ---
@@ -152,19 +124,6 @@ std::vector<ParamRef> refs(Model& m, std::vector<std::vector<float>>& grads) {
                  .exclude = m.exclude[i]});
   }
   return r;
-}
-
-// Each element within `rel` of the tensor's largest magnitude: relative to each element alone
-// would demand more than float can hold of an element that passes close to zero.
-void expect_close(const std::vector<float>& got, const std::vector<double>& want, double rel,
-                  const std::string& what) {
-  ASSERT_EQ(got.size(), want.size());
-  double scale = 0;
-  for (const double e : want) scale = std::max(scale, std::abs(e));
-  ASSERT_GT(scale, 0) << what;
-  for (size_t i = 0; i < got.size(); ++i) {
-    EXPECT_NEAR(got[i], want[i], rel * scale) << what << " element " << i;
-  }
 }
 
 TEST(Lamb, MatchesTheDoubleReferenceOverThreeSteps) {
