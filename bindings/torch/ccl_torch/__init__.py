@@ -11,6 +11,12 @@ ccl_torch.hooks (TopK and 1-bit DDP communication hooks with error feedback) and
 (LAMB, LARS) run ccl's C++ training layer; ccl_torch.assign_buckets is DDP's bucket assignment
 as that layer computes it.
 
+ccl_torch.mesh.DeviceMesh places the ranks on a tensor × pipeline × data parallel mesh (ccl's
+placement: tp innermost, pp outermost) and makes its torch process groups;
+ccl_torch.tensor_parallel holds Megatron-style layers over a group (ColumnParallelLinear,
+RowParallelLinear, VocabParallelEmbedding, the f/g operators and their sequence-parallel forms).
+examples/parallel3d trains a small model with all three.
+
 ccl_torch.elastic keeps a job going when a rank dies (revoke, shrink to the survivors) and takes
 a replacement back in (grow), on the recovery calls of ProcessGroupCcl (abort, revoke, agree,
 failed_ranks, shrink, grow) and the module's get_unique_id and grow_as_newcomer.
@@ -24,10 +30,11 @@ import torch.distributed as dist
 from ._C import ProcessGroupCcl, get_unique_id, grow_as_newcomer, version  # noqa: F401
 from . import hooks, optim  # noqa: F401,E402  (ccl's training layer: DDP hooks, LAMB, LARS)
 from . import elastic  # noqa: F401,E402  (recovery from a failed rank)
+from . import mesh, tensor_parallel  # noqa: F401,E402  (3D parallelism: the mesh, tp layers)
 from ._training import assign_buckets  # noqa: F401
 
 __all__ = ["ProcessGroupCcl", "version", "BACKEND", "hooks", "optim", "assign_buckets", "elastic",
-           "get_unique_id", "grow_as_newcomer"]
+           "get_unique_id", "grow_as_newcomer", "mesh", "tensor_parallel"]
 
 BACKEND = "ccl"
 
