@@ -6,7 +6,8 @@
            total as a fraction of DDP's;
   scaling  step time (worst of --launches launches, each the slowest rank's mean over --steps
            steps) and the scaling efficiency throughput(N) / (N * throughput(1)) with the batch per
-           rank fixed (weak scaling), throughput = samples a second over all ranks.
+           rank fixed (weak scaling), throughput = samples a second over all ranks; the core
+           ceiling min(1, CPUs / N) is the most a machine with fewer cores than ranks allows.
 
   python3 perf/training/zero_bench.py --build build --np 1,2,4,8
 """
@@ -71,15 +72,17 @@ def main():
                   f"{mib(r['peak_gradients'])} | {mib(r['peak_optimizer'])} | "
                   f"{mib(r['peak_total'])} | {r['peak_total'] / ddp_total:.2f} |")
     print("\n## Step time and scaling efficiency (weak scaling, worst launch)\n")
-    print("| ranks | mode | step ms (worst) | step ms (best) | samples/s | efficiency |")
-    print("|---:|---|---:|---:|---:|---:|")
+    cpus = os.cpu_count() or 1
+    print("| ranks | mode | step ms (worst) | step ms (best) | samples/s | efficiency | "
+          "core ceiling |")
+    print("|---:|---|---:|---:|---:|---:|---:|")
     for ranks in ranks_list:
         for mode in MODES:
             r = worst[(ranks, mode)]
             one = worst.get((1, mode))
             eff = (r["samples_per_s"] / (ranks * one["samples_per_s"])) if one else float("nan")
             print(f"| {ranks} | {mode} | {r['step_ms']:.1f} | {r['best_step_ms']:.1f} | "
-                  f"{r['samples_per_s']:.0f} | {eff:.2f} |")
+                  f"{r['samples_per_s']:.0f} | {eff:.2f} | {min(1.0, cpus / ranks):.2f} |")
 
 
 if __name__ == "__main__":

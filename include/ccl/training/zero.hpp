@@ -19,7 +19,8 @@
  *
  * Per rank, with P parameter bytes (float32), N ranks, and a precision of h bytes (4, or 2 for
  * fp16/bf16), ZeRO's accounting (memory() reports what is held, peak_memory() the highest total):
- *   stage 1: working parameters P·h/4, gradients P (float32, whole), master P/N when h = 2,
+ *   stage 1: working parameters P·h/4, gradients P (float32, whole; the reduce-scatter leaves
+ *            the average in the rank's own slice, in place), master P/N when h = 2,
  *            optimizer state S/N;
  *   stage 2: gradients P/N plus the units whose reduction is in flight;
  *   stage 3: working parameters only for the gathered units, master P/N (the parameters' only

@@ -24,6 +24,13 @@ struct Zero::UnitState {
   Event gathered;
   Event reduced;
 
+  /// This rank's slice of the averaged gradient: its own vector (stage 2 and 3, where the whole
+  /// gradient goes once reduced), or (stage 1) the whole gradient's slice at `offset`, which the
+  /// reduce-scatter fills in place.
+  float* grad_slice(size_t offset) {
+    return grad_shard.empty() ? grad.data() + offset : grad_shard.data();
+  }
+
   /// This rank's float32 master slice: its own vector, or (float32 stages 1 and 2) the working
   /// copy's slice at `offset` = rank · shard.
   float* master_slice(size_t offset) {

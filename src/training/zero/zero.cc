@@ -72,17 +72,21 @@ Zero::Zero(Communicator& dp, std::span<const ZeroParam> params,
     if (options_.stage < 3) s->working.assign(padded, 0.0f);
     // The master slice is the working copy's own slice when both are float32 and whole.
     if (options_.stage == 3 || half) s->master.assign(u.shard, 0.0f);
-    if (options_.stage == 1) s->grad.assign(padded, 0.0f);
-    s->grad_shard.assign(u.shard, 0.0f);
+    if (options_.stage == 1) {
+      s->grad.assign(padded, 0.0f);  // persistent: its own slice is the reduced gradient's
+    } else {
+      s->grad_shard.assign(u.shard, 0.0f);
+    }
     s->marked.assign(u.params, false);
     s->pending = u.params;
     float* master = s->master_slice(static_cast<size_t>(rank) * u.shard);
     for (const ZeroPiece& piece : zero_pieces(u, rank)) {
-      pieces_.push_back({.param = master + piece.shard_offset,
-                         .grad = s->grad_shard.data() + piece.shard_offset,
-                         .count = piece.count,
-                         .exclude = params_[piece.param].exclude,
-                         .tensor = piece.param});
+      pieces_.push_back(
+          {.param = master + piece.shard_offset,
+           .grad = s->grad_slice(static_cast<size_t>(rank) * u.shard) + piece.shard_offset,
+           .count = piece.count,
+           .exclude = params_[piece.param].exclude,
+           .tensor = piece.param});
     }
     state_.push_back(std::move(s));
   }
@@ -239,7 +243,7 @@ void Zero::launch_reduce(size_t unit) {
   const size_t padded = u.shard * static_cast<size_t>(dp_.size());
   if (s.grad.empty()) s.grad.assign(padded, 0.0f);  // marked without a gradient written: zeros
   const void* send = s.grad.data();
-  void* recv = s.grad_shard.data();
+  void* recv = s.grad_slice(static_cast<size_t>(dp_.rank()) * u.shard);  // stage 1: in place
   if (options_.precision != ZeroPrecision::Fp32) {
     s.grad_wire.resize(padded);
     s.shard_wire.resize(u.shard);
@@ -262,15 +266,13 @@ void Zero::finish_reduce(size_t unit) {
   s.reduced.synchronize();
   s.reducing = false;
   if (!s.shard_wire.empty()) {
-    from_wire(options_.precision, s.shard_wire.data(), s.grad_shard.data(), s.grad_shard.size());
+    from_wire(options_.precision, s.shard_wire.data(),
+              s.grad_slice(static_cast<size_t>(dp_.rank()) * units_[unit].shard),
+              units_[unit].shard);
   }
   free_vector(s.grad_wire);
   free_vector(s.shard_wire);
-  if (options_.stage == 1) {
-    std::fill(s.grad.begin(), s.grad.end(), 0.0f);
-  } else {
-    free_vector(s.grad);
-  }
+  if (options_.stage > 1) free_vector(s.grad);  // stage 1 keeps it (zeroed after the step)
 }
 
 void Zero::mark_ready(size_t param) {
@@ -324,6 +326,7 @@ void Zero::step() {
     for (size_t v = 0; v < units_.size(); ++v) release(v);
   }
   for (size_t v = 0; v < units_.size(); ++v) {
+    if (options_.stage == 1) std::fill(state_[v]->grad.begin(), state_[v]->grad.end(), 0.0f);
     std::fill(state_[v]->marked.begin(), state_[v]->marked.end(), false);
     state_[v]->pending = units_[v].params;
   }

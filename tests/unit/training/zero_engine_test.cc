@@ -121,7 +121,7 @@ TEST(Zero, MemoryIsTheStagesShare) {
       EXPECT_GT(m.optimizer, 0u);
       if (stage == 1) {
         EXPECT_EQ(m.parameters, padded * sizeof(float));
-        EXPECT_EQ(m.gradients, (padded + slices) * sizeof(float));  // whole, and the slice
+        EXPECT_EQ(m.gradients, padded * sizeof(float));  // whole; the slice reduced in place
         EXPECT_EQ(m.master, 0u);  // the working copy's own slice is the master
       } else if (stage == 2) {
         EXPECT_EQ(m.parameters, padded * sizeof(float));
