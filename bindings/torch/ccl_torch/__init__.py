@@ -17,6 +17,11 @@ ccl_torch.tensor_parallel holds Megatron-style layers over a group (ColumnParall
 RowParallelLinear, VocabParallelEmbedding, the f/g operators and their sequence-parallel forms).
 examples/parallel3d trains a small model with all three.
 
+ccl_torch.zero.ZeroDataParallel shards a module's optimizer state (ZeRO stage 1), gradients
+(stage 2) and parameters (stage 3) over a ccl group, as ccl::training::Zero cuts them, with ccl's
+C++ optimizers (SGD, Adam/AdamW, LAMB, LARS) on each rank's slices; examples/zero3 trains a
+small model with it.
+
 ccl_torch.elastic keeps a job going when a rank dies (revoke, shrink to the survivors) and takes
 a replacement back in (grow), on the recovery calls of ProcessGroupCcl (abort, revoke, agree,
 failed_ranks, shrink, grow) and the module's get_unique_id and grow_as_newcomer.
@@ -31,10 +36,11 @@ from ._C import ProcessGroupCcl, get_unique_id, grow_as_newcomer, version  # noq
 from . import hooks, optim  # noqa: F401,E402  (ccl's training layer: DDP hooks, LAMB, LARS)
 from . import elastic  # noqa: F401,E402  (recovery from a failed rank)
 from . import mesh, tensor_parallel  # noqa: F401,E402  (3D parallelism: the mesh, tp layers)
+from . import zero  # noqa: F401,E402  (ZeRO stages 1-3: ZeroDataParallel)
 from ._training import assign_buckets  # noqa: F401
 
 __all__ = ["ProcessGroupCcl", "version", "BACKEND", "hooks", "optim", "assign_buckets", "elastic",
-           "get_unique_id", "grow_as_newcomer", "mesh", "tensor_parallel"]
+           "get_unique_id", "grow_as_newcomer", "mesh", "tensor_parallel", "zero"]
 
 BACKEND = "ccl"
 
