@@ -28,8 +28,8 @@ Per rank, with P the parameter bytes (float32) and N ranks:
 
 Precision "bf16" or "fp16": gradients and parameters travel in 16 bits and the working copies
 are rounded to it (the module still computes in float32); the master slices and the optimizer
-stay float32. memory() counts what is held, so the working copies count 4 bytes a value here
-(the C++ engine keeps and counts them at 2).
+stay float32. memory() counts what is held, so the working copies count 4 bytes a value (as in
+the C++ engine): 16 bits halve the bytes on the wire, not the memory.
 
 The optimizer is one of ccl's C++ optimizers (Sgd, Adam/AdamW, Lamb, Lars, as torch.optim's
 formulas), stepping on this rank's pieces (Lamb and Lars add up their per-tensor norms over the

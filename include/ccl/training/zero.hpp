@@ -17,14 +17,18 @@
  * optimizer steps on this rank's pieces of the parameters (Optimizer::step_sharded: LAMB and LARS
  * sum their per-tensor norms over the group).
  *
- * Per rank, with P parameter bytes (float32), N ranks, and a precision of h bytes (4, or 2 for
- * fp16/bf16), ZeRO's accounting (memory() reports what is held, peak_memory() the highest total):
- *   stage 1: working parameters P·h/4, gradients P (float32, whole; the reduce-scatter leaves
- *            the average in the rank's own slice, in place), master P/N when h = 2,
- *            optimizer state S/N;
- *   stage 2: gradients P/N plus the units whose reduction is in flight;
+ * Per rank, with P parameter bytes (float32), S optimizer-state bytes and N ranks (memory()
+ * reports what is held, peak_memory() what was held when the total was highest):
+ *   stage 1: working parameters P, gradients P (whole; the reduce-scatter leaves the average in
+ *            the rank's own slice, in place), optimizer state S/N;
+ *   stage 2: gradients P/N plus the whole gradients of the units whose reduction is in flight
+ *            (ZeroOptions::reductions_in_flight) and of the one being written;
  *   stage 3: working parameters only for the gathered units, master P/N (the parameters' only
- *            persistent copy), gradients P/N plus units in flight, optimizer state S/N.
+ *            lasting copy), gradients as in stage 2, optimizer state S/N.
+ * fp16 / bf16 halve the bytes on the wire, not the memory: the working copy stays float32 (the
+ * caller computes in float32) holding 16-bit values, stage 1 and 2 add float32 masters (P/N),
+ * and a unit's 16-bit gradient is a second buffer while its reduction is in flight
+ * (perf/README.md, "ZeRO", has the measured figures).
  *
  * Protocol (every rank calls the same sequence; stage 1 and 2 ignore gather/release):
  * @code
@@ -75,6 +79,11 @@ struct ZeroOptions {
   /// Stage 3: how many units gather() starts ahead of the one asked for, in the order the
   /// previous iteration gathered them (none in the first iteration). 0: no prefetch.
   int prefetch = 1;
+  /// Stage 2 and 3: at most this many units' reduce-scatters queued at once; launching another
+  /// first waits for the oldest, whose whole gradient then goes. It bounds the gradients held to
+  /// the slices plus this many whole units (with no bound, a backward pass faster than the
+  /// exchanges holds every unit's whole gradient at its end, as stage 1 does). At least 1.
+  int reductions_in_flight = 2;
 };
 
 /// Bytes a rank holds, by kind (memory(), peak_memory()).

@@ -56,6 +56,11 @@ Zero::Zero(Communicator& dp, std::span<const ZeroParam> params,
     throw std::invalid_argument("ccl::training::Zero: stage " + std::to_string(options_.stage) +
                                 " must be 1, 2 or 3");
   }
+  if (options_.reductions_in_flight < 1) {
+    throw std::invalid_argument("ccl::training::Zero: reductions_in_flight " +
+                                std::to_string(options_.reductions_in_flight) +
+                                " must be at least 1");
+  }
   if (options_.prefetch < 0) {
     throw std::invalid_argument("ccl::training::Zero: prefetch " +
                                 std::to_string(options_.prefetch) + " must be at least 0");
@@ -291,6 +296,17 @@ void Zero::mark_ready(size_t param) {
   while (next_reduce_ < units_.size()) {
     const size_t next = units_.size() - 1 - next_reduce_;
     if (state_[next]->pending != 0) break;
+    // Room for it first: launches go in decreasing unit order, so the oldest reduction in flight
+    // is the one of the highest index.
+    const auto in_flight = [this] {
+      size_t n = 0;
+      for (const auto& st : state_) n += st->reducing ? 1 : 0;
+      return n;
+    };
+    const auto limit = static_cast<size_t>(options_.reductions_in_flight);
+    for (size_t v = units_.size(); v-- > next + 1 && in_flight() >= limit;) {
+      if (state_[v]->reducing) finish_reduce(v);
+    }
     launch_reduce(next);
     ++next_reduce_;
   }

@@ -126,6 +126,10 @@ TEST(Zero, MemoryIsTheStagesShare) {
       } else if (stage == 2) {
         EXPECT_EQ(m.parameters, padded * sizeof(float));
         EXPECT_EQ(m.gradients, slices * sizeof(float));
+        // The slices, and whole gradients of at most two units in flight and one being written.
+        size_t largest = 0;
+        for (const ZeroUnitLayout& u : zero.units()) largest = std::max(largest, u.shard * kRanks);
+        EXPECT_LE(zero.peak_memory().gradients, (slices + 3 * largest) * sizeof(float));
       } else {
         EXPECT_EQ(m.parameters, 0u);
         EXPECT_EQ(m.master, slices * sizeof(float));
@@ -196,6 +200,10 @@ TEST(Zero, MisuseIsRefusedWithAMessage) {
     EXPECT_NE(message_of<std::invalid_argument>([&] {
                 Zero z(comm, model(), nullptr, {});
               }).find("optimizer is null"),
+              std::string::npos);
+    EXPECT_NE(message_of<std::invalid_argument>([&] {
+                Zero z(comm, model(), make_optimizer(Opt::Sgd), {.reductions_in_flight = 0});
+              }).find("reductions_in_flight 0 must be at least 1"),
               std::string::npos);
     EXPECT_NE(message_of<std::invalid_argument>([&] {
                 Zero z(comm, model(), make_optimizer(Opt::Sgd), {.prefetch = -1});
