@@ -229,6 +229,9 @@ class ZeroDataParallel(torch.nn.Module):
     units: the submodules whose parameters form one unit each (a parameter in none of them goes
         to a unit of `module` itself); default: every submodule owning parameters directly.
     prefetch: stage 3: how many units a gather starts ahead (0: none).
+    reductions_in_flight: stage 2, 3: at most this many units' reduce-scatters queued at once
+        (launching another first waits for the oldest, whose whole gradient then goes), as the
+        C++ engine's ZeroOptions::reductions_in_flight.
     exclude: which parameters skip weight decay and the trust ratio: a function (name, param) ->
         bool, or a collection of parameter names or parameters; default: those of < 2 dims.
 
@@ -239,7 +242,7 @@ class ZeroDataParallel(torch.nn.Module):
     """
 
     def __init__(self, module, *, stage=2, optimizer=("adam", {"lr": 1e-3}), precision="fp32",
-                 group=None, units=None, prefetch=1, exclude=None):
+                 group=None, units=None, prefetch=1, exclude=None, reductions_in_flight=2):
         super().__init__()
         if not isinstance(module, torch.nn.Module):
             raise ValueError(f"ZeroDataParallel: module must be a torch.nn.Module, not "
@@ -251,6 +254,11 @@ class ZeroDataParallel(torch.nn.Module):
                              f"{precision!r}")
         if not isinstance(prefetch, int) or isinstance(prefetch, bool) or prefetch < 0:
             raise ValueError(f"ZeroDataParallel: prefetch must be an int >= 0, not {prefetch!r}")
+        if not isinstance(reductions_in_flight, int) or isinstance(reductions_in_flight, bool) \
+                or reductions_in_flight < 1:
+            raise ValueError(f"ZeroDataParallel: reductions_in_flight must be an int >= 1, not "
+                             f"{reductions_in_flight!r}")
+        self._reductions_in_flight = reductions_in_flight
         self._options = _optimizer_options(optimizer)
         self._opt = self._options._make()   # ValueError (from C++) for options out of range
         if group is None:
@@ -520,7 +528,10 @@ class ZeroDataParallel(torch.nn.Module):
         self._finish_done()
 
     def _launch_reduce(self, u):
-        """Starts unit u's reduce-scatter (AVG) into its gradient slice."""
+        """Starts unit u's reduce-scatter (AVG) into its gradient slice, once fewer than
+        reductions_in_flight are queued (the oldest finished first: launch order)."""
+        while self.stage >= 2 and len(self._in_flight) >= self._reductions_in_flight:
+            self._finish(self._in_flight.pop(0))
         if u.grad_flat is None:
             u.grad_flat = torch.zeros(u.padded, dtype=torch.float32)
         # Stage 1 reduces the whole accumulated gradient; stage 2 and 3 add each backward

@@ -355,7 +355,8 @@ class Errors(unittest.TestCase):
                              ({"optimizer": ("rmsprop", {})}, "rmsprop"),
                              ({"optimizer": ("adam", {"momentum": 0.9})}, "momentum"),
                              ({"optimizer": ("sgd", {"lr": -1.0})}, "lr"),
-                             ({"prefetch": -1}, "prefetch")):
+                             ({"prefetch": -1}, "prefetch"),
+                             ({"reductions_in_flight": 0}, "reductions_in_flight")):
             with self.assertRaisesRegex(ValueError, word):
                 zero.ZeroDataParallel(mlp(), **kwargs)
         with self.assertRaisesRegex(RuntimeError, "init_process_group"):
