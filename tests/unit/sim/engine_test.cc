@@ -1,0 +1,156 @@
+// The engine on tiny cases whose times are computed by hand: one message, a ring allreduce of the
+// library's own schedule, shared ports, a reduction bounded by the core, eager sends, a deadlock,
+// and every rank's program of the registry's builders running to the end. Times in us.
+#include "engine.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "algorithms/ring.h"
+#include "base/error.h"
+#include "program.h"
+
+namespace ccl::sim {
+namespace {
+
+// Every rank has a send port and a receive port of `gbps`, and a core of `reduce` GB/s; every
+// pair has latency `alpha`.
+class PortNetwork : public Network {
+ public:
+  PortNetwork(int n, double alpha, double gbps, double reduce, double overhead = 0)
+      : n_(n), alpha_(alpha), reduce_(reduce), overhead_(overhead) {
+    for (int r = 0; r < n; ++r) {
+      res_.push_back({"tx", gbps});
+      res_.push_back({"rx", gbps});
+      res_.push_back({"core", reduce});
+    }
+  }
+  int nranks() const override { return n_; }
+  const std::vector<Resource>& resources() const override { return res_; }
+  Route route(int from, int to) const override {
+    Route r;
+    r.alpha_us = alpha_;
+    r.add(uint32_t(3 * from));
+    r.add(uint32_t(3 * to + 1));
+    r.link = "test";
+    return r;
+  }
+  uint32_t core_of(int rank) const override { return uint32_t(3 * rank + 2); }
+  double copy_gbps() const override { return reduce_ * 2; }
+  double reduce_gbps() const override { return reduce_; }
+  double call_overhead_us() const override { return overhead_; }
+
+ private:
+  int n_;
+  double alpha_, reduce_, overhead_;
+  std::vector<Resource> res_;
+};
+
+Program program(std::vector<std::vector<Op>> rounds) {
+  Program p;
+  for (const auto& round : rounds) {
+    for (const Op& op : round) p.ops.push_back(op);
+    p.round_end.push_back(uint32_t(p.ops.size()));
+  }
+  return p;
+}
+
+TEST(SimEngine, OneMessageIsOverheadPlusAlphaPlusBytesOverBandwidth) {
+  // 1 GB/s = 1000 B/us: 1 MB takes 1000 us, after 5 us of latency and 2 us of call overhead.
+  const PortNetwork net(2, 5.0, 1.0, 1000.0, 2.0);
+  const std::vector<Program> p = {program({{{OpKind::Send, 1, 1000000}}}),
+                                  program({{{OpKind::Recv, 0, 1000000}}})};
+  const SimResult r = simulate(net, p);
+  EXPECT_DOUBLE_EQ(r.time_us, 1007.0);
+  EXPECT_DOUBLE_EQ(r.finish_us[0], 1007.0);
+  EXPECT_EQ(r.messages, 1u);
+}
+
+TEST(SimEngine, TwoSendersShareTheReceiversPort) {
+  // Ranks 0 and 1 each send 1 MB to rank 2: its receive port is shared, 2000 us for both.
+  const PortNetwork net(3, 0.0, 1.0, 1000.0);
+  const std::vector<Program> p = {
+      program({{{OpKind::Send, 2, 1000000}}}), program({{{OpKind::Send, 2, 1000000}}}),
+      program({{{OpKind::Recv, 0, 1000000}, {OpKind::Recv, 1, 1000000}}})};
+  EXPECT_DOUBLE_EQ(simulate(net, p).time_us, 2000.0);
+  // One sender finishes early: the other then gets the whole port. 0.5 MB and 1 MB: the small
+  // one ends at 1000 us (half rate), the large one has 0.5 MB left at full rate: 1500 us.
+  const std::vector<Program> q = {
+      program({{{OpKind::Send, 2, 500000}}}), program({{{OpKind::Send, 2, 1000000}}}),
+      program({{{OpKind::Recv, 0, 500000}, {OpKind::Recv, 1, 1000000}}})};
+  const SimResult r = simulate(net, q);
+  EXPECT_DOUBLE_EQ(r.finish_us[0], 1000.0);
+  EXPECT_DOUBLE_EQ(r.time_us, 1500.0);
+}
+
+TEST(SimEngine, AReductionIsBoundByTheReceiversCore) {
+  // Port 2 GB/s, core 1 GB/s: a RecvReduce posted before the bytes flows at the core's rate.
+  const PortNetwork net(2, 0.0, 2.0, 1.0);
+  const std::vector<Program> p = {program({{{OpKind::Send, 1, 1000000}}}),
+                                  program({{{OpKind::RecvReduce, 0, 1000000}}})};
+  EXPECT_DOUBLE_EQ(simulate(net, p).time_us, 1000.0);
+}
+
+TEST(SimEngine, EagerBytesWaitForALateReceive) {
+  // Rank 1 is busy with a 2 MB copy (copy at 2 GB/s: 1000 us) before it posts its receive; the
+  // message (500 us at 2 GB/s) arrived meanwhile, and the send completed then. The receive then
+  // copies it out of the transport's buffer: 1 MB at 2 GB/s, 500 us more.
+  const PortNetwork net(2, 0.0, 2.0, 1.0);
+  const std::vector<Program> p = {
+      program({{{OpKind::Send, 1, 1000000}}}),
+      program({{{OpKind::Copy, -1, 2000000}}, {{OpKind::Recv, 0, 1000000}}})};
+  const SimResult r = simulate(net, p);
+  EXPECT_DOUBLE_EQ(r.finish_us[0], 500.0);
+  EXPECT_DOUBLE_EQ(r.finish_us[1], 1500.0);
+}
+
+TEST(SimEngine, RingAllreduceTakesTwoTimesNMinusOneSteps) {
+  // The library's ring allreduce, not chunked, 4 ranks, 4 MB of floats: 6 steps of 1 MB at
+  // 1 GB/s plus 3 us each, the reduce-scatter's reductions bounded by a fast core.
+  constexpr int n = 4;
+  constexpr size_t count = 1000000;  // floats: 4 MB
+  const PortNetwork net(n, 3.0, 1.0, 1000.0);
+  std::vector<Program> programs;
+  for (int r = 0; r < n; ++r) {
+    const algo::Schedule s = algo::ring_allreduce(
+        {.nranks = n, .rank = r, .count = count, .chunk_elems = 0, .order = {}});
+    programs.push_back(program_of(s, 4, true, false));
+  }
+  const SimResult result = simulate(net, programs);
+  EXPECT_NEAR(result.time_us, 2 * (n - 1) * (3.0 + 1000.0), 1e-6);
+  EXPECT_EQ(result.messages, uint64_t(n * 2 * (n - 1)));
+}
+
+TEST(SimEngine, ADeadlockIsAnErrorNamingTheRanks) {
+  const PortNetwork net(2, 0.0, 1.0, 1.0);
+  const std::vector<Program> p = {program({{{OpKind::Recv, 1, 8}}}),
+                                  program({{{OpKind::Recv, 0, 8}}})};
+  try {
+    simulate(net, p);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 0 in round 0"), std::string::npos) << e.what();
+  }
+}
+
+TEST(SimEngine, TheSameRunGivesTheSameTimes) {
+  constexpr int n = 5;
+  const PortNetwork net(n, 2.0, 3.0, 4.0);
+  std::vector<Program> programs;
+  for (int r = 0; r < n; ++r) {
+    programs.push_back(
+        program_of(algo::ring_allreduce(
+                       {.nranks = n, .rank = r, .count = 12345, .chunk_elems = 1000, .order = {}}),
+                   4, false, true));
+  }
+  const SimResult a = simulate(net, programs);
+  const SimResult b = simulate(net, programs);
+  EXPECT_EQ(a.finish_us, b.finish_us);
+  EXPECT_EQ(a.events, b.events);
+}
+
+}  // namespace
+}  // namespace ccl::sim

@@ -1,0 +1,384 @@
+// The event loop: a heap of timed events (a rank starts, a message's latency ends, a flow ends),
+// channels per ordered pair, and flows over shared resources whose rates are recomputed for the
+// flows that share a resource with one that starts or ends.
+#include "engine.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <deque>
+#include <limits>
+#include <queue>
+#include <string>
+#include <unordered_map>
+
+#include "base/error.h"
+
+namespace ccl::sim {
+
+namespace {
+
+constexpr double kBytesPerUsPerGbps = 1e3;  // 1 GB/s = 10^9 B/s = 10^3 B/us
+
+struct OpRef {
+  int rank = -1;
+  uint32_t op = 0;
+};
+
+struct Flow {
+  double initial = 0;    // bytes it carries (a message's size)
+  double remaining = 0;  // bytes (local jobs: bytes at the core's rate)
+  double rate = 0;       // bytes per us
+  double last = 0;       // when `remaining` was last brought up to date
+  uint32_t version = 0;  // bumped when its end event is rescheduled
+  std::array<uint32_t, Route::kMaxResources + 1> res{};
+  int nres = 0;
+  bool live = false;
+  // What its end completes: a message of a channel, or a local job for an op.
+  int channel = -1;
+  uint64_t message = 0;
+  bool with_core = false;  // a message whose receiver reduces it as it flows
+  OpRef op;
+};
+
+struct Message {
+  OpRef send;
+  uint64_t bytes = 0;
+};
+
+struct Channel {
+  int from = 0, to = 0;
+  Route route;
+  std::deque<Message> queued;    // posted, not started
+  bool busy = false;             // a message in its latency or flowing
+  uint64_t started = 0;          // messages that began to flow (their index is the match)
+  std::deque<OpRef> recvs;       // posted receives not yet matched
+  std::deque<uint64_t> arrived;  // bytes of messages that arrived before their receive
+  uint64_t recv_posted = 0;
+  uint64_t matched = 0;
+};
+
+struct RankState {
+  uint32_t round = 0;
+  uint32_t pending = 0;
+  bool done = false;
+  double finish = 0;
+};
+
+enum class EventKind : uint8_t { RankStart, LatencyEnd, FlowEnd };
+
+struct Event {
+  double t;
+  uint64_t seq;
+  EventKind kind;
+  uint32_t id;
+  uint32_t version;
+  bool operator>(const Event& o) const { return t != o.t ? t > o.t : seq > o.seq; }
+};
+
+class Sim {
+ public:
+  Sim(const Network& net, std::span<const Program> programs)
+      : net_(net), programs_(programs), res_(net.resources()) {
+    const int n = net.nranks();
+    if (static_cast<int>(programs.size()) != n) {
+      throw Error(cclInternalError, "ccl-sim: " + std::to_string(programs.size()) +
+                                        " programs for " + std::to_string(n) + " ranks");
+    }
+    ranks_.resize(static_cast<size_t>(n));
+    on_resource_.resize(res_.size());
+    copy_scale_ = net.reduce_gbps() / net.copy_gbps();
+  }
+
+  SimResult run() {
+    const int n = net_.nranks();
+    for (int r = 0; r < n; ++r) push(net_.call_overhead_us(), EventKind::RankStart, r, 0);
+    while (!events_.empty()) {
+      const Event e = events_.top();
+      events_.pop();
+      now_ = e.t;
+      ++result_.events;
+      switch (e.kind) {
+        case EventKind::RankStart:
+          start_round(static_cast<int>(e.id));
+          break;
+        case EventKind::LatencyEnd:
+          begin_flow_of(static_cast<int>(e.id));
+          break;
+        case EventKind::FlowEnd:
+          if (flows_[e.id].live && flows_[e.id].version == e.version) end_flow(e.id);
+          break;
+      }
+    }
+    result_.finish_us.resize(static_cast<size_t>(n));
+    std::string stuck;
+    for (int r = 0; r < n; ++r) {
+      const RankState& s = ranks_[static_cast<size_t>(r)];
+      if (!s.done) {
+        if (stuck.size() < 400) {
+          stuck += " rank " + std::to_string(r) + " in round " + std::to_string(s.round) + ";";
+        }
+        continue;
+      }
+      result_.finish_us[static_cast<size_t>(r)] = s.finish;
+      if (s.finish > result_.time_us) {
+        result_.time_us = s.finish;
+        result_.last_rank = r;
+      }
+    }
+    if (!stuck.empty()) {
+      throw Error(cclInternalError,
+                  "ccl-sim: the schedules deadlock: nothing is left to "
+                  "happen and" +
+                      stuck + " still wait");
+    }
+    return result_;
+  }
+
+ private:
+  void push(double t, EventKind kind, int id, uint32_t version) {
+    events_.push({t, seq_++, kind, static_cast<uint32_t>(id), version});
+  }
+
+  const Op& op_at(OpRef ref) const { return programs_[static_cast<size_t>(ref.rank)].ops[ref.op]; }
+
+  // --- rounds ---
+
+  void start_round(int rank) {
+    RankState& s = ranks_[static_cast<size_t>(rank)];
+    const Program& p = programs_[static_cast<size_t>(rank)];
+    while (s.round < p.rounds()) {
+      const uint32_t begin = s.round == 0 ? 0 : p.round_end[s.round - 1];
+      const uint32_t end = p.round_end[s.round];
+      s.pending = end - begin;
+      for (uint32_t i = begin; i < end; ++i) post({rank, i});
+      if (s.pending > 0) return;  // the last completion starts the next round
+      ++s.round;
+    }
+    s.done = true;
+    s.finish = now_;
+  }
+
+  void complete(OpRef ref) {
+    RankState& s = ranks_[static_cast<size_t>(ref.rank)];
+    if (--s.pending == 0) {
+      ++s.round;
+      start_round(ref.rank);
+    }
+  }
+
+  void post(OpRef ref) {
+    const Op& op = op_at(ref);
+    if ((op.kind == OpKind::Send || op.kind == OpKind::Recv || op.kind == OpKind::RecvReduce) &&
+        (op.peer < 0 || op.peer >= net_.nranks() || op.peer == ref.rank)) {
+      throw Error(cclInternalError, "ccl-sim: rank " + std::to_string(ref.rank) +
+                                        " has a step with peer " + std::to_string(op.peer));
+    }
+    switch (op.kind) {
+      case OpKind::Send: {
+        Channel& c = channel(ref.rank, op.peer);
+        c.queued.push_back({ref, op.bytes});
+        ++result_.messages;
+        if (!c.busy) start_message(channel_id(ref.rank, op.peer));
+        break;
+      }
+      case OpKind::Recv:
+      case OpKind::RecvReduce: {
+        Channel& c = channel(op.peer, ref.rank);
+        ++c.recv_posted;
+        if (!c.arrived.empty()) {  // its bytes came first: a local pass over them now
+          const uint64_t bytes = c.arrived.front();
+          c.arrived.pop_front();
+          ++c.matched;
+          local_job(ref,
+                    op.kind == OpKind::RecvReduce ? double(bytes) : double(bytes) * copy_scale_);
+        } else {
+          c.recvs.push_back(ref);
+        }
+        break;
+      }
+      case OpKind::Copy:
+        local_job(ref, double(op.bytes) * copy_scale_);
+        break;
+      case OpKind::Reduce:
+        local_job(ref, double(op.bytes));
+        break;
+    }
+  }
+
+  // --- channels ---
+
+  static uint64_t key(int from, int to) { return (uint64_t(uint32_t(from)) << 32) | uint32_t(to); }
+
+  int channel_id(int from, int to) {
+    const auto [it, fresh] = channel_index_.try_emplace(key(from, to), int(channels_.size()));
+    if (fresh) {
+      Channel c;
+      c.from = from;
+      c.to = to;
+      c.route = net_.route(from, to);
+      channels_.push_back(std::move(c));
+    }
+    return it->second;
+  }
+  Channel& channel(int from, int to) { return channels_[size_t(channel_id(from, to))]; }
+
+  void start_message(int id) {
+    Channel& c = channels_[size_t(id)];
+    c.busy = true;
+    push(now_ + c.route.alpha_us, EventKind::LatencyEnd, id, 0);
+  }
+
+  void begin_flow_of(int id) {
+    Channel& c = channels_[size_t(id)];
+    const Message m = c.queued.front();
+    c.queued.pop_front();
+    const uint64_t index = c.started++;
+    // Its receive is posted when more receives than this message's index were: then a
+    // RecvReduce reduces the pieces as they land, on the receiver's core.
+    bool with_core = false;
+    if (c.recv_posted > index) {
+      const OpRef recv = c.recvs[size_t(index - c.matched)];
+      with_core = op_at(recv).kind == OpKind::RecvReduce;
+    }
+    const uint32_t f = new_flow(double(m.bytes));
+    Flow& flow = flows_[f];
+    flow.channel = id;
+    flow.message = index;
+    flow.op = m.send;
+    flow.with_core = with_core;
+    for (int i = 0; i < c.route.count; ++i)
+      flow.res[size_t(flow.nres++)] = c.route.resources[size_t(i)];
+    if (with_core) flow.res[size_t(flow.nres++)] = net_.core_of(c.to);
+    start_flow(f);
+  }
+
+  void deliver(const Flow& flow) {
+    Channel& c = channels_[size_t(flow.channel)];
+    const int id = flow.channel;
+    const OpRef send = flow.op;
+    const uint64_t index = flow.message;
+    const bool with_core = flow.with_core;
+    const auto bytes = uint64_t(flow.initial);
+    c.busy = false;
+    if (c.recv_posted > index) {
+      const OpRef recv = c.recvs.front();
+      c.recvs.pop_front();
+      ++c.matched;
+      // Posted while the bytes flowed without the core: the reduction is left to do.
+      if (op_at(recv).kind == OpKind::RecvReduce && !with_core) {
+        local_job(recv, double(bytes));
+      } else {
+        complete(recv);
+      }
+    } else {
+      c.arrived.push_back(bytes);
+    }
+    if (!c.queued.empty()) start_message(id);
+    complete(send);
+  }
+
+  // --- flows ---
+
+  uint32_t new_flow(double bytes) {
+    uint32_t f;
+    if (!free_flows_.empty()) {
+      f = free_flows_.back();
+      free_flows_.pop_back();
+      const uint32_t version = flows_[f].version + 1;
+      flows_[f] = Flow{};
+      flows_[f].version = version;
+    } else {
+      f = uint32_t(flows_.size());
+      flows_.emplace_back();
+    }
+    flows_[f].remaining = bytes;
+    flows_[f].initial = bytes;
+    return f;
+  }
+
+  void local_job(OpRef op, double core_bytes) {
+    const uint32_t f = new_flow(core_bytes);
+    Flow& flow = flows_[f];
+    flow.op = op;
+    flow.res[size_t(flow.nres++)] = net_.core_of(op.rank);
+    start_flow(f);
+  }
+
+  void start_flow(uint32_t f) {
+    Flow& flow = flows_[f];
+    flow.live = true;
+    flow.last = now_;
+    for (int i = 0; i < flow.nres; ++i) on_resource_[flow.res[size_t(i)]].push_back(f);
+    reshare(f);
+  }
+
+  void end_flow(uint32_t f) {
+    Flow& flow = flows_[f];
+    flow.live = false;
+    for (int i = 0; i < flow.nres; ++i) {
+      auto& v = on_resource_[flow.res[size_t(i)]];
+      v.erase(std::find(v.begin(), v.end(), f));
+    }
+    free_flows_.push_back(f);
+    reshare(f);
+    const Flow done = flow;  // deliver() may make flows, which may move flows_
+    if (done.channel >= 0) {
+      deliver(done);
+    } else {
+      complete(done.op);
+    }
+  }
+
+  // The flows that share a resource with `f` (and f itself, while live) get new rates.
+  void reshare(uint32_t f) {
+    touched_.clear();
+    const Flow& flow = flows_[f];
+    for (int i = 0; i < flow.nres; ++i) {
+      for (uint32_t g : on_resource_[flow.res[size_t(i)]]) touched_.push_back(g);
+    }
+    if (flow.live) touched_.push_back(f);
+    std::sort(touched_.begin(), touched_.end());
+    touched_.erase(std::unique(touched_.begin(), touched_.end()), touched_.end());
+    for (uint32_t g : touched_) update_rate(g);
+  }
+
+  void update_rate(uint32_t g) {
+    Flow& flow = flows_[g];
+    flow.remaining = std::max(0.0, flow.remaining - flow.rate * (now_ - flow.last));
+    flow.last = now_;
+    double rate = std::numeric_limits<double>::infinity();
+    for (int i = 0; i < flow.nres; ++i) {
+      const uint32_t r = flow.res[size_t(i)];
+      rate = std::min(rate, res_[r].gbps * kBytesPerUsPerGbps / double(on_resource_[r].size()));
+    }
+    flow.rate = rate;
+    ++flow.version;
+    const double left = flow.remaining <= 0 || std::isinf(rate) ? 0.0 : flow.remaining / rate;
+    push(now_ + left, EventKind::FlowEnd, int(g), flow.version);
+  }
+
+  const Network& net_;
+  std::span<const Program> programs_;
+  const std::vector<Resource>& res_;
+  std::vector<RankState> ranks_;
+  std::vector<Channel> channels_;
+  std::unordered_map<uint64_t, int> channel_index_;
+  std::vector<Flow> flows_;
+  std::vector<uint32_t> free_flows_;
+  std::vector<std::vector<uint32_t>> on_resource_;
+  std::vector<uint32_t> touched_;
+  std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;
+  uint64_t seq_ = 0;
+  double now_ = 0;
+  double copy_scale_ = 1;
+  SimResult result_;
+};
+
+}  // namespace
+
+SimResult simulate(const Network& network, std::span<const Program> programs) {
+  return Sim(network, programs).run();
+}
+
+}  // namespace ccl::sim

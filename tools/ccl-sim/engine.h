@@ -1,0 +1,44 @@
+// The simulator's engine: every rank's Program run in virtual time over a Network.
+//
+// Rules, those of ccl's executor and transports:
+// - A rank starts after the call's fixed overhead; it posts every op of a round at once and starts
+//   the next round when all of them completed.
+// - Messages between an ordered pair travel one after the other in the order they were posted
+//   (one connection, head-of-line): a message occupies its channel for the route's latency, then
+//   its bytes flow over the route's resources. Sends are eager: a send completes when its bytes
+//   arrived, whether or not the receive was posted (the transports' slot rings and socket
+//   buffers).
+// - The k-th receive a rank posts from a peer takes the k-th message of that channel. If it was
+//   posted when the bytes started to flow, it completes with their arrival (a RecvReduce also
+//   takes the receiver's core: it reduces as the pieces arrive); if the bytes came first, the
+//   receive completes after a local pass over them (copy or reduction) once posted.
+// - Local copies and reductions run on the rank's core (Network::core_of) at copy_gbps and
+//   reduce_gbps; they share it with the reductions of its incoming messages.
+// - Bandwidth is shared fairly (network.h). Events at equal times run in the order they were made,
+//   so a run is deterministic.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "network.h"
+#include "program.h"
+
+namespace ccl::sim {
+
+struct SimResult {
+  double time_us = 0;             // when the last rank finished
+  int last_rank = 0;              // which rank that was
+  std::vector<double> finish_us;  // by rank
+  uint64_t events = 0;            // events processed (the cost of the run)
+  uint64_t messages = 0;
+};
+
+/// Runs `programs` (one per rank of `network`) to completion. Throws ccl::Error (cclInternalError)
+/// naming the ranks and rounds still waiting when no event is left (a schedule that deadlocks), or
+/// when a program's peer is outside the network.
+SimResult simulate(const Network& network, std::span<const Program> programs);
+
+}  // namespace ccl::sim

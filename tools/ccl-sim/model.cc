@@ -1,0 +1,208 @@
+#include "model.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <string_view>
+
+#include "base/config.h"
+#include "base/error.h"
+#include "core/tuning/figures_cache.h"
+#include "core/tuning/tuner.h"
+
+namespace ccl::sim {
+
+namespace {
+
+// NVLink on an H100 SXM (NVLink 4): 18 links of 25 GB/s each way, 450 GB/s a direction per GPU
+// (NVIDIA's datasheet: "900 GB/s" counts both). About 80% of it is reached by a copy stream:
+// 360 GB/s, the NVLink total of tests/data/dgx_h100.xml (5+4+4+5 lanes of 20 GB/s) and close to
+// the ~370 GB/s ring busbw nccl-tests report for 8 H100s without NVLS. Alpha: NCCL's own tuning
+// table puts an NVLink hop at 0.6 us (LL) to ~4 us (Simple); 2 us sits between, for a step that
+// also pays ccl's per-step bookkeeping.
+constexpr tune::LinkFigures kNvlink{2.0, 360.0};
+// perf/README.md: an 8-byte allreduce at 2 ranks takes about 1.2-2.5 us end to end on the VM, of
+// which the host cost of the call (build, queue, driver calls) is 0.3-1 us; 1 us is the fixed
+// part the links do not explain.
+constexpr double kCallOverheadUs = 1.0;
+
+enum class Kind { Alpha, Bandwidth };
+
+struct Key {
+  const char* name;
+  double& (*field)(SimModel&);
+  Kind kind;
+};
+
+// The file's keys, in format_model's order. Captureless lambdas: one accessor per field.
+const Key kKeys[] = {
+    {"shm.alpha_us", [](SimModel& m) -> double& { return m.shm.alpha_us; }, Kind::Alpha},
+    {"shm.beta_gbps", [](SimModel& m) -> double& { return m.shm.beta_gbps; }, Kind::Bandwidth},
+    {"nvlink.alpha_us", [](SimModel& m) -> double& { return m.nvlink.alpha_us; }, Kind::Alpha},
+    {"nvlink.beta_gbps", [](SimModel& m) -> double& { return m.nvlink.beta_gbps; },
+     Kind::Bandwidth},
+    {"net.alpha_us", [](SimModel& m) -> double& { return m.net.alpha_us; }, Kind::Alpha},
+    {"net.beta_gbps", [](SimModel& m) -> double& { return m.net.beta_gbps; }, Kind::Bandwidth},
+    {"fabric.gbps", [](SimModel& m) -> double& { return m.fabric_gbps; }, Kind::Bandwidth},
+    {"direct.alpha_us", [](SimModel& m) -> double& { return m.direct.alpha_us; }, Kind::Alpha},
+    {"direct.beta_gbps", [](SimModel& m) -> double& { return m.direct.beta_gbps; },
+     Kind::Bandwidth},
+    {"reduce_gbps", [](SimModel& m) -> double& { return m.reduce_gbps; }, Kind::Bandwidth},
+    {"copy_gbps", [](SimModel& m) -> double& { return m.copy_gbps; }, Kind::Bandwidth},
+    {"call_overhead_us", [](SimModel& m) -> double& { return m.call_overhead_us; }, Kind::Alpha},
+};
+constexpr size_t kNumKeys = sizeof(kKeys) / sizeof(kKeys[0]);
+
+const char* range_error(Kind kind, double v) {
+  if (!std::isfinite(v)) return "not a finite number";
+  if (kind == Kind::Alpha && v < 0) return "must be >= 0";
+  if (kind == Kind::Bandwidth && v <= 0) return "must be > 0";
+  return nullptr;
+}
+
+// The next whitespace-separated token of `rest`, which moves past it.
+std::string_view next_token(std::string_view& rest) {
+  const size_t begin = rest.find_first_not_of(" \t\r");
+  if (begin == std::string_view::npos) {
+    rest = {};
+    return {};
+  }
+  rest.remove_prefix(begin);
+  const size_t end = std::min(rest.find_first_of(" \t\r"), rest.size());
+  const std::string_view token = rest.substr(0, end);
+  rest.remove_prefix(end);
+  return token;
+}
+
+}  // namespace
+
+SimModel from_figures(const tune::Figures& figures) {
+  SimModel m;
+  m.shm = figures.shm;
+  m.nvlink = kNvlink;
+  m.net = figures.net;
+  // A non-blocking leaf gives each NIC an uplink at its own rate; oversubscription divides it.
+  m.fabric_gbps = figures.net.beta_gbps;
+  m.direct = figures.direct;
+  m.reduce_gbps = figures.reduce_gbps;
+  // The direct path's beta is measured as a plain copy between windows: the memcpy rate.
+  m.copy_gbps = figures.direct.beta_gbps;
+  m.call_overhead_us = kCallOverheadUs;
+  return m;
+}
+
+void check_model(const SimModel& model, const char* where) {
+  SimModel copy = model;
+  for (const Key& key : kKeys) {
+    const double v = key.field(copy);
+    if (const char* why = range_error(key.kind, v)) {
+      throw_error(cclInvalidArgument, "%s: %s %s, not %g", where, key.name, why, v);
+    }
+  }
+}
+
+SimModel read_model_file(const std::string& path, const SimModel& base) {
+  std::ifstream in(path);
+  if (!in) {
+    throw_error(cclInvalidArgument, "model file %s: cannot open: %s", path.c_str(),
+                strerror(errno));
+  }
+  SimModel model = base;
+  bool seen[kNumKeys] = {};
+  std::string text;
+  for (int number = 1; std::getline(in, text); ++number) {
+    std::string_view rest = text;
+    rest = rest.substr(0, rest.find('#'));
+    const std::string_view key = next_token(rest);
+    if (key.empty()) continue;
+    const std::string_view value = next_token(rest);
+    const auto fail = [&](const char* what) {
+      throw_error(cclInvalidArgument, "%s:%d: key '%.*s': %s in '%s'", path.c_str(), number,
+                  static_cast<int>(key.size()), key.data(), what, text.c_str());
+    };
+    size_t k = 0;
+    while (k < kNumKeys && key != kKeys[k].name) ++k;
+    if (k == kNumKeys) {
+      fail(
+          "unknown key (valid: shm.alpha_us shm.beta_gbps nvlink.alpha_us nvlink.beta_gbps "
+          "net.alpha_us net.beta_gbps fabric.gbps direct.alpha_us direct.beta_gbps reduce_gbps "
+          "copy_gbps call_overhead_us)");
+    }
+    if (seen[k]) fail("repeated key");
+    seen[k] = true;
+    if (value.empty()) fail("missing value");
+    if (!next_token(rest).empty()) fail("more than one value");
+    double v = 0;
+    const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+    if (ec != std::errc() || end != value.data() + value.size()) fail("not a number");
+    if (const char* why = range_error(kKeys[k].kind, v)) fail(why);
+    kKeys[k].field(model) = v;
+  }
+  if (in.bad()) {
+    throw_error(cclInvalidArgument, "model file %s: read error: %s", path.c_str(), strerror(errno));
+  }
+  return model;
+}
+
+std::string format_model(const SimModel& model) {
+  std::string out =
+      "# ccl-sim model: alpha in microseconds per message, bandwidths in GB/s (1e9 B/s)\n";
+  SimModel copy = model;
+  for (const Key& key : kKeys) {
+    char value[64];
+    // Shortest form that reads back as the same double.
+    const auto result = std::to_chars(value, value + sizeof(value), key.field(copy));
+    out += key.name;
+    out += ' ';
+    out.append(value, result.ptr);
+    out += '\n';
+  }
+  return out;
+}
+
+std::vector<std::string> transports_for(const tune::Shape& shape,
+                                        const std::string& net_transport) {
+  // Rank 0's peers (tuner_setup.cc names each by its transport): the rest of its host over shm
+  // unless it is off (then the network transport, loopback), the other hosts over the network.
+  std::vector<std::string> transports;
+  if (shape.ranks_per_host > 1) transports.push_back(shape.shm ? "shm" : net_transport);
+  if (shape.nhosts > 1) transports.push_back(net_transport);
+  return transports;
+}
+
+std::string local_host_name() {
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  return host;
+}
+
+tune::Figures figures_for(const tune::Shape& shape, const std::string& cache_dir,
+                          const std::string& host, std::string* source) {
+  if (!cache_dir.empty()) {
+    const std::string key = tune::figures_cache_key(host, shape, transports_for(shape));
+    const std::string path = tune::figures_cache_path(cache_dir, key);
+    if (auto cached = tune::read_cached_figures(path, key)) {
+      if (source) *source = "the tuner cache, " + path;
+      return *cached;
+    }
+  }
+  if (source) *source = "the defaults (no tuner cache entry for this shape)";
+  return tune::default_figures();
+}
+
+tune::Figures figures_for(const tune::Shape& shape, std::string* source) {
+  // The order of TunerSetup::run: a figures file wins over the cache.
+  const std::string file = config_string("CCL_TUNER_FILE");
+  if (!file.empty()) {
+    if (source) *source = "CCL_TUNER_FILE " + file;
+    return tune::read_figures_file(file);
+  }
+  return figures_for(shape, tune::figures_cache_dir(), local_host_name(), source);
+}
+
+}  // namespace ccl::sim

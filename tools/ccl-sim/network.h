@@ -1,0 +1,53 @@
+// What the simulator's engine needs to know of a machine or cluster: the shared capacities a
+// transfer occupies (a rank's copy engine, a host's NIC, a leaf switch's uplinks) and, for each
+// ordered pair of ranks, the latency and the capacities on the way. The engine (engine.h) runs
+// every rank's program over it; the cluster (cluster.h) builds one from a cluster description and
+// a model of its links (model.h).
+//
+// Capacities are shared fairly: a transfer moves at the smallest share it gets on its way,
+// min over its resources of capacity / (transfers using it), recomputed whenever a transfer
+// starts or ends (a fluid model: no packets, no congestion control).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ccl::sim {
+
+/// One shared capacity, in GB/s (10^9 bytes a second).
+struct Resource {
+  std::string name;  // "rank 3 copy", "host 1 nic tx", "leaf 0 up": for --explain
+  double gbps = 1;
+};
+
+/// The way from one rank to another: the latency of one message (paid once, before its bytes
+/// move) and the resources its bytes use.
+struct Route {
+  static constexpr int kMaxResources = 8;
+  double alpha_us = 0;
+  std::array<uint32_t, kMaxResources> resources{};
+  int count = 0;
+  /// What kind of link it is, for reports ("shm", "nvlink", "net").
+  const char* link = "";
+  void add(uint32_t resource) { resources[static_cast<size_t>(count++)] = resource; }
+};
+
+class Network {
+ public:
+  virtual ~Network() = default;
+  virtual int nranks() const = 0;
+  virtual const std::vector<Resource>& resources() const = 0;
+  /// The route of a message from `from` to `to` (from != to).
+  virtual Route route(int from, int to) const = 0;
+  /// The resource a rank's local work (copies, reductions, the final division) runs on, and the
+  /// bandwidth it has for each: its one thread does all of it, one after the other.
+  virtual uint32_t core_of(int rank) const = 0;
+  virtual double copy_gbps() const = 0;
+  virtual double reduce_gbps() const = 0;
+  /// The fixed cost of one collective call on a rank (API, planning, queueing), in us.
+  virtual double call_overhead_us() const = 0;
+};
+
+}  // namespace ccl::sim
