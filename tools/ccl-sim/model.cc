@@ -3,15 +3,12 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <charconv>
 #include <cmath>
-#include <cstring>
-#include <fstream>
-#include <string_view>
 
 #include "base/config.h"
 #include "base/error.h"
+#include "base/number_file.h"
 #include "core/tuning/figures_cache.h"
 #include "core/tuning/tuner.h"
 
@@ -65,20 +62,6 @@ const char* range_error(Kind kind, double v) {
   return nullptr;
 }
 
-// The next whitespace-separated token of `rest`, which moves past it.
-std::string_view next_token(std::string_view& rest) {
-  const size_t begin = rest.find_first_not_of(" \t\r");
-  if (begin == std::string_view::npos) {
-    rest = {};
-    return {};
-  }
-  rest.remove_prefix(begin);
-  const size_t end = std::min(rest.find_first_of(" \t\r"), rest.size());
-  const std::string_view token = rest.substr(0, end);
-  rest.remove_prefix(end);
-  return token;
-}
-
 }  // namespace
 
 SimModel from_figures(const tune::Figures& figures) {
@@ -107,45 +90,14 @@ void check_model(const SimModel& model, const char* where) {
 }
 
 SimModel read_model_file(const std::string& path, const SimModel& base) {
-  std::ifstream in(path);
-  if (!in) {
-    throw_error(cclInvalidArgument, "model file %s: cannot open: %s", path.c_str(),
-                strerror(errno));
-  }
   SimModel model = base;
-  bool seen[kNumKeys] = {};
-  std::string text;
-  for (int number = 1; std::getline(in, text); ++number) {
-    std::string_view rest = text;
-    rest = rest.substr(0, rest.find('#'));
-    const std::string_view key = next_token(rest);
-    if (key.empty()) continue;
-    const std::string_view value = next_token(rest);
-    const auto fail = [&](const char* what) {
-      throw_error(cclInvalidArgument, "%s:%d: key '%.*s': %s in '%s'", path.c_str(), number,
-                  static_cast<int>(key.size()), key.data(), what, text.c_str());
-    };
-    size_t k = 0;
-    while (k < kNumKeys && key != kKeys[k].name) ++k;
-    if (k == kNumKeys) {
-      fail(
-          "unknown key (valid: shm.alpha_us shm.beta_gbps nvlink.alpha_us nvlink.beta_gbps "
-          "net.alpha_us net.beta_gbps fabric.gbps direct.alpha_us direct.beta_gbps reduce_gbps "
-          "copy_gbps call_overhead_us)");
-    }
-    if (seen[k]) fail("repeated key");
-    seen[k] = true;
-    if (value.empty()) fail("missing value");
-    if (!next_token(rest).empty()) fail("more than one value");
-    double v = 0;
-    const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
-    if (ec != std::errc() || end != value.data() + value.size()) fail("not a number");
-    if (const char* why = range_error(kKeys[k].kind, v)) fail(why);
-    kKeys[k].field(model) = v;
-  }
-  if (in.bad()) {
-    throw_error(cclInvalidArgument, "model file %s: read error: %s", path.c_str(), strerror(errno));
-  }
+  const char* names[kNumKeys];
+  for (size_t k = 0; k < kNumKeys; ++k) names[k] = kKeys[k].name;
+  read_number_file(path, "model file", names, [&](size_t k, double v) {
+    const char* why = range_error(kKeys[k].kind, v);
+    if (why == nullptr) kKeys[k].field(model) = v;
+    return why;
+  });
   return model;
 }
 

@@ -1,14 +1,10 @@
 #include "core/tuning/tuner.h"
 
-#include <cerrno>
 #include <charconv>
-#include <cmath>
 #include <cstdio>
-#include <cstring>
-#include <fstream>
-#include <string_view>
 
 #include "base/error.h"
+#include "base/number_file.h"
 #include "core/tuning/registry.h"
 
 namespace ccl::tune {
@@ -184,61 +180,19 @@ double& field_of(Figures& f, const Key& key) {
   return key.top != nullptr ? f.*(key.top) : (f.*(key.link)).*(key.field);
 }
 
-std::string_view next_token(std::string_view& rest) {
-  const auto blank = [](char ch) { return ch == ' ' || ch == '\t' || ch == '\r'; };
-  while (!rest.empty() && blank(rest.front())) rest.remove_prefix(1);
-  size_t end = 0;
-  while (end < rest.size() && !blank(rest[end])) ++end;
-  const std::string_view token = rest.substr(0, end);
-  rest.remove_prefix(end);
-  return token;
-}
-
 }  // namespace
 
 Figures read_figures_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) {
-    throw_error(cclInvalidArgument, "tuner figures file %s: cannot open: %s", path.c_str(),
-                strerror(errno));
-  }
   Figures figures = default_figures();
-  bool seen[kNumKeys] = {};
-  std::string text;
-  for (int number = 1; std::getline(in, text); ++number) {
-    std::string_view rest = text;
-    rest = rest.substr(0, rest.find('#'));
-    const std::string_view key = next_token(rest);
-    if (key.empty()) continue;
-    const std::string_view value = next_token(rest);
-    const auto fail = [&](const char* what) {
-      throw_error(cclInvalidArgument, "%s:%d: %s in '%s'", path.c_str(), number, what,
-                  text.c_str());
-    };
-    size_t k = 0;
-    while (k < kNumKeys && key != kKeys[k].name) ++k;
-    if (k == kNumKeys) {
-      fail(
-          "unknown key (valid: shm.alpha_us shm.beta_gbps net.alpha_us net.beta_gbps "
-          "direct.alpha_us direct.beta_gbps reduce_gbps)");
-    }
-    if (seen[k]) fail("repeated key");
-    seen[k] = true;
-    if (value.empty()) fail("missing value");
-    if (!next_token(rest).empty()) fail("more than one value");
-    double v = 0;
-    const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
-    if (ec != std::errc() || end != value.data() + value.size()) fail("not a number");
-    if (!std::isfinite(v)) fail("not a finite number");
+  const char* names[kNumKeys];
+  for (size_t k = 0; k < kNumKeys; ++k) names[k] = kKeys[k].name;
+  read_number_file(path, "tuner figures file", names, [&](size_t k, double v) -> const char* {
     if (kKeys[k].is_alpha ? v < 0 : v <= 0) {
-      fail(kKeys[k].is_alpha ? "alpha must be >= 0" : "a bandwidth must be > 0");
+      return kKeys[k].is_alpha ? "alpha must be >= 0" : "a bandwidth must be > 0";
     }
     field_of(figures, kKeys[k]) = v;
-  }
-  if (in.bad()) {
-    throw_error(cclInvalidArgument, "tuner figures file %s: read error: %s", path.c_str(),
-                strerror(errno));
-  }
+    return nullptr;
+  });
   return figures;
 }
 
