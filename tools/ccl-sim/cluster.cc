@@ -134,6 +134,7 @@ Route Cluster::route(int from, int to) const {
     route.alpha_us = intra_figures().alpha_us;
     route.link = intra_link();
     route.add(port_tx(from));
+    route.sender = 1;
     route.add(port_rx(to));
     return route;
   }
@@ -143,12 +144,19 @@ Route Cluster::route(int from, int to) const {
   const int la = leaf_of_host(a), lb = leaf_of_host(b);
   const bool via_spine =
       spec_.fabric == ClusterSpec::Fabric::Rail ? rail_of(from) != rail_of(to) : la != lb;
-  if (via_spine) {
-    route.add(leaf_up(la));
-    route.add(leaf_down(lb));
-  }
+  if (via_spine) route.add(leaf_up(la));
+  route.sender = route.count;
+  if (via_spine) route.add(leaf_down(lb));
   route.add(nic_rx(b));
   return route;
+}
+
+int Cluster::symmetry_period() const {
+  // Moving every rank by one node maps nodes, NICs and ports onto themselves; with more than one
+  // leaf, only moving by a whole leaf keeps which pairs cross the spine.
+  const int64_t period =
+      int64_t{spec_.per_node} * (nleaves_ > 1 ? int64_t{spec_.nodes_per_leaf} : int64_t{1});
+  return nranks_ % period == 0 ? static_cast<int>(period) : nranks_;
 }
 
 std::vector<topo::RankPlace> Cluster::places() const {

@@ -75,6 +75,7 @@ class Cluster : public Network {
   double copy_gbps() const override { return model_.copy_gbps; }
   double reduce_gbps() const override { return model_.reduce_gbps; }
   double call_overhead_us() const override { return model_.call_overhead_us; }
+  int symmetry_period() const override;
 
   const ClusterSpec& spec() const { return spec_; }
   const SimModel& model() const { return model_; }

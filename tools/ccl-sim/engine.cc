@@ -34,6 +34,8 @@ struct Flow {
   std::array<uint32_t, Route::kMaxResources + 1> res{};
   int nres = 0;
   bool live = false;
+  bool scheduled = false;  // its end event is in the heap, at its current rate
+  uint64_t mark = 0;       // the last reshare() that updated it
   // What its end completes: a message of a channel, or a local job for an op.
   int channel = -1;
   uint64_t message = 0;
@@ -78,20 +80,24 @@ struct Event {
 
 class Sim {
  public:
-  Sim(const Network& net, std::span<const Program> programs)
-      : net_(net), programs_(programs), res_(net.resources()) {
-    const int n = net.nranks();
-    if (static_cast<int>(programs.size()) != n) {
+  Sim(const Network& net, std::span<const Program> programs, int period)
+      : net_(net),
+        programs_(programs),
+        res_(net.resources()),
+        full_(net.nranks()),
+        period_(period == 0 ? net.nranks() : period) {
+    if (period_ < 1 || full_ % period_ != 0 || static_cast<int>(programs.size()) != period_) {
       throw Error(cclInternalError, "ccl-sim: " + std::to_string(programs.size()) +
-                                        " programs for " + std::to_string(n) + " ranks");
+                                        " programs for " + std::to_string(full_) +
+                                        " ranks with period " + std::to_string(period_));
     }
-    ranks_.resize(static_cast<size_t>(n));
+    ranks_.resize(static_cast<size_t>(period_));
     on_resource_.resize(res_.size());
     copy_scale_ = net.reduce_gbps() / net.copy_gbps();
   }
 
   SimResult run() {
-    const int n = net_.nranks();
+    const int n = period_;
     for (int r = 0; r < n; ++r) push(net_.call_overhead_us(), EventKind::RankStart, r, 0);
     while (!events_.empty()) {
       const Event e = events_.top();
@@ -170,16 +176,21 @@ class Sim {
   void post(OpRef ref) {
     const Op& op = op_at(ref);
     if ((op.kind == OpKind::Send || op.kind == OpKind::Recv || op.kind == OpKind::RecvReduce) &&
-        (op.peer < 0 || op.peer >= net_.nranks() || op.peer == ref.rank)) {
+        (op.peer < 0 || op.peer >= full_ || op.peer == ref.rank)) {
       throw Error(cclInternalError, "ccl-sim: rank " + std::to_string(ref.rank) +
                                         " has a step with peer " + std::to_string(op.peer));
     }
     switch (op.kind) {
       case OpKind::Send: {
-        Channel& c = channel(ref.rank, op.peer);
+        // Over a quotient the message lands on the receiver's representative j, which sees it
+        // come from the sender moved as far as the receiver was: (r - (q - j)) mod n.
+        const int j = op.peer % period_;
+        const int from = ((ref.rank - (op.peer - j)) % full_ + full_) % full_;
+        const int id = channel_id(from, j);
+        Channel& c = channels_[size_t(id)];
         c.queued.push_back({ref, op.bytes});
         ++result_.messages;
-        if (!c.busy) start_message(channel_id(ref.rank, op.peer));
+        if (!c.busy) start_message(id);
         break;
       }
       case OpKind::Recv:
@@ -216,12 +227,31 @@ class Sim {
       Channel c;
       c.from = from;
       c.to = to;
-      c.route = net_.route(from, to);
+      c.route = route_of(from, to);
       channels_.push_back(std::move(c));
     }
     return it->second;
   }
   Channel& channel(int from, int to) { return channels_[size_t(channel_id(from, to))]; }
+
+  // The route of the channel into representative `to` from the rank labelled `from`. It stands
+  // for the pair (r, q) of the sender's representative r = from mod P and the rank q = to + r -
+  // from it sent to: the sender's side is that pair's, the receiver's side (from, to)'s, its
+  // image on the representatives. Without a quotient both pairs are (from, to).
+  Route route_of(int from, int to) const {
+    const int r = from % period_;
+    const int q = ((to + r - from) % full_ + full_) % full_;
+    if (r == from) return net_.route(from, to);
+    const Route sender = net_.route(r, q);
+    const Route receiver = net_.route(from, to);
+    Route route;
+    route.alpha_us = sender.alpha_us;
+    route.link = sender.link;
+    for (int i = 0; i < sender.sender; ++i) route.add(sender.resources[size_t(i)]);
+    route.sender = route.count;
+    for (int i = receiver.sender; i < receiver.count; ++i) route.add(receiver.resources[size_t(i)]);
+    return route;
+  }
 
   void start_message(int id) {
     Channel& c = channels_[size_t(id)];
@@ -254,28 +284,29 @@ class Sim {
   }
 
   void deliver(const Flow& flow) {
+    // Everything on the channel first: completing an op may post the next round, whose new
+    // channels can move channels_ (the reference would dangle).
     Channel& c = channels_[size_t(flow.channel)];
-    const int id = flow.channel;
-    const OpRef send = flow.op;
-    const uint64_t index = flow.message;
-    const bool with_core = flow.with_core;
     const auto bytes = uint64_t(flow.initial);
     c.busy = false;
-    if (c.recv_posted > index) {
-      const OpRef recv = c.recvs.front();
+    OpRef recv;
+    if (c.recv_posted > flow.message) {
+      recv = c.recvs.front();
       c.recvs.pop_front();
       ++c.matched;
+    } else {
+      c.arrived.push_back(bytes);
+    }
+    if (!c.queued.empty()) start_message(flow.channel);
+    if (recv.rank >= 0) {
       // Posted while the bytes flowed without the core: the reduction is left to do.
-      if (op_at(recv).kind == OpKind::RecvReduce && !with_core) {
+      if (op_at(recv).kind == OpKind::RecvReduce && !flow.with_core) {
         local_job(recv, double(bytes));
       } else {
         complete(recv);
       }
-    } else {
-      c.arrived.push_back(bytes);
     }
-    if (!c.queued.empty()) start_message(id);
-    complete(send);
+    complete(flow.op);
   }
 
   // --- flows ---
@@ -330,17 +361,20 @@ class Sim {
     }
   }
 
-  // The flows that share a resource with `f` (and f itself, while live) get new rates.
+  // The flows that share a resource with `f` (and f itself, while live) get new rates, each once
+  // (an epoch mark, not a sort: a leaf's uplink may carry hundreds of flows).
   void reshare(uint32_t f) {
-    touched_.clear();
+    ++epoch_;
     const Flow& flow = flows_[f];
+    const auto visit = [this](uint32_t g) {
+      if (flows_[g].mark == epoch_) return;
+      flows_[g].mark = epoch_;
+      update_rate(g);
+    };
     for (int i = 0; i < flow.nres; ++i) {
-      for (uint32_t g : on_resource_[flow.res[size_t(i)]]) touched_.push_back(g);
+      for (uint32_t g : on_resource_[flow.res[size_t(i)]]) visit(g);
     }
-    if (flow.live) touched_.push_back(f);
-    std::sort(touched_.begin(), touched_.end());
-    touched_.erase(std::unique(touched_.begin(), touched_.end()), touched_.end());
-    for (uint32_t g : touched_) update_rate(g);
+    if (flow.live) visit(f);
   }
 
   void update_rate(uint32_t g) {
@@ -352,7 +386,11 @@ class Sim {
       const uint32_t r = flow.res[size_t(i)];
       rate = std::min(rate, res_[r].gbps * kBytesPerUsPerGbps / double(on_resource_[r].size()));
     }
+    // An unchanged rate keeps its end event: most flows sharing a resource with one that starts
+    // or ends are held back elsewhere (their bottleneck did not move).
+    if (flow.scheduled && rate == flow.rate) return;
     flow.rate = rate;
+    flow.scheduled = true;
     ++flow.version;
     const double left = flow.remaining <= 0 || std::isinf(rate) ? 0.0 : flow.remaining / rate;
     push(now_ + left, EventKind::FlowEnd, int(g), flow.version);
@@ -361,13 +399,15 @@ class Sim {
   const Network& net_;
   std::span<const Program> programs_;
   const std::vector<Resource>& res_;
+  int full_;    // ranks of the network
+  int period_;  // ranks simulated: all, or the representatives of a quotient
   std::vector<RankState> ranks_;
   std::vector<Channel> channels_;
   std::unordered_map<uint64_t, int> channel_index_;
   std::vector<Flow> flows_;
   std::vector<uint32_t> free_flows_;
   std::vector<std::vector<uint32_t>> on_resource_;
-  std::vector<uint32_t> touched_;
+  uint64_t epoch_ = 0;
   std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;
   uint64_t seq_ = 0;
   double now_ = 0;
@@ -377,8 +417,8 @@ class Sim {
 
 }  // namespace
 
-SimResult simulate(const Network& network, std::span<const Program> programs) {
-  return Sim(network, programs).run();
+SimResult simulate(const Network& network, std::span<const Program> programs, int period) {
+  return Sim(network, programs, period).run();
 }
 
 }  // namespace ccl::sim

@@ -39,6 +39,14 @@ struct SimResult {
 /// Runs `programs` (one per rank of `network`) to completion. Throws ccl::Error (cclInternalError)
 /// naming the ranks and rounds still waiting when no event is left (a schedule that deadlocks), or
 /// when a program's peer is outside the network.
-SimResult simulate(const Network& network, std::span<const Program> programs);
+///
+/// With `period` P (0: none), only ranks 0..P-1 run (`programs` has P entries): the quotient of a
+/// job whose ranks r and r + P behave alike. That holds when the network maps onto itself moving
+/// every rank by P (Network::symmetry_period divides P) and rank r + P's program is rank r's with
+/// every peer moved by P (plan.cc checks it). A message rank r sends to rank q then reaches q's
+/// representative q mod P, from the sender moved as far; shared resources are the
+/// representatives', so contention on them is counted as in the whole job. Times are exact for
+/// such jobs, not an approximation: every rank of an orbit does the same at the same time.
+SimResult simulate(const Network& network, std::span<const Program> programs, int period = 0);
 
 }  // namespace ccl::sim

@@ -263,10 +263,10 @@ int main(int argc, char** argv) {
                     perf::row_body(out.time_us, algbw, busbw, std::nullopt).c_str(),
                     perf::row_body(in_place.time_us, ip_algbw, ip_busbw, std::nullopt).c_str(),
                     candidate_name(c).c_str(), c.pick ? " *" : "",
-                    out.simulated ? "" : " (cost model: no schedule)");
+                    out.simulated ? "" : (" (" + out.note + ")").c_str());
         if (args.explain && out.simulated) {
-          std::printf("#   last rank %d at %.2f us, %llu messages, %llu events\n",
-                      out.detail.last_rank, out.detail.time_us,
+          std::printf("#   %d ranks run, last rank %d at %.2f us, %llu messages, %llu events\n",
+                      out.ranks_run, out.detail.last_rank, out.detail.time_us,
                       static_cast<unsigned long long>(out.detail.messages),
                       static_cast<unsigned long long>(out.detail.events));
         }
@@ -281,6 +281,7 @@ int main(int argc, char** argv) {
                            {"protocol", tune::protocol_name(c.protocol)},
                            {"pick", c.pick},
                            {"simulated", out.simulated},
+                           {"ranks_run", out.ranks_run},
                            {"time_us", out.time_us},
                            {"algbw", algbw},
                            {"busbw", busbw},

@@ -29,6 +29,10 @@ struct Route {
   double alpha_us = 0;
   std::array<uint32_t, kMaxResources> resources{};
   int count = 0;
+  /// The first `sender` resources are the sending side's (its port, its NIC, its leaf's uplink),
+  /// the rest the receiving side's: a run over a quotient of symmetric ranks (engine.h) takes
+  /// each side from the pair it stands for.
+  int sender = 0;
   /// What kind of link it is, for reports ("shm", "nvlink", "net").
   const char* link = "";
   void add(uint32_t resource) { resources[static_cast<size_t>(count++)] = resource; }
@@ -48,6 +52,9 @@ class Network {
   virtual double reduce_gbps() const = 0;
   /// The fixed cost of one collective call on a rank (API, planning, queueing), in us.
   virtual double call_overhead_us() const = 0;
+  /// The smallest P such that moving every rank by P (mod nranks) maps the network onto itself
+  /// (resources and routes alike); nranks when there is no such symmetry.
+  virtual int symmetry_period() const { return nranks(); }
 };
 
 }  // namespace ccl::sim

@@ -37,34 +37,90 @@ std::vector<Candidate> candidates(const tune::Tuner& tuner, tune::Collective col
   return out;
 }
 
+namespace {
+
+// Rank `rank`'s program for the call.
+Program build_program(const tune::AlgorithmEntry& entry, const Candidate& candidate,
+                      const Call& call, int n, int rank, std::span<const int> host_of_rank,
+                      std::span<const int> ring_order, std::span<const int> tree_order) {
+  tune::BuildArgs args;
+  args.ring = {.nranks = n,
+               .rank = rank,
+               .count = call.count,
+               .chunk_elems = candidate.chunk_bytes / call.elem_size,
+               .order = ring_order};
+  args.tree = args.ring;
+  args.tree.order = tree_order;
+  args.root = call.root;
+  args.host_of_rank = host_of_rank;
+  return program_of(entry.build(args), call.elem_size, call.in_place, call.average);
+}
+
+// Whether `moved` is `base` with every peer moved by `shift` ranks (mod n).
+bool moved_by(const Program& base, const Program& moved, int shift, int n) {
+  if (base.round_end != moved.round_end || base.ops.size() != moved.ops.size()) return false;
+  for (size_t i = 0; i < base.ops.size(); ++i) {
+    const Op& a = base.ops[i];
+    const Op& b = moved.ops[i];
+    const int peer = a.peer < 0 ? a.peer : (a.peer + shift) % n;
+    if (a.kind != b.kind || a.bytes != b.bytes || peer != b.peer) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 Outcome run_candidate(const Network& network, const Candidate& candidate, const Call& call,
                       std::span<const int> host_of_rank, std::span<const int> ring_order,
                       std::span<const int> tree_order) {
   Outcome outcome;
   const tune::AlgorithmEntry& entry = *candidate.entry;
-  if (entry.build == nullptr) {
+  const auto model_only = [&](std::string note) {
     outcome.time_us = candidate.predicted_us + network.call_overhead_us();
+    outcome.note = std::move(note);
     return outcome;
-  }
+  };
+  if (entry.build == nullptr) return model_only("cost model: no schedule");
   const int n = network.nranks();
+  const auto build = [&](int rank) {
+    return build_program(entry, candidate, call, n, rank, host_of_rank, ring_order, tree_order);
+  };
   std::vector<Program> programs;
-  programs.reserve(static_cast<size_t>(n));
-  for (int rank = 0; rank < n; ++rank) {
-    tune::BuildArgs args;
-    args.ring = {.nranks = n,
-                 .rank = rank,
-                 .count = call.count,
-                 .chunk_elems = candidate.chunk_bytes / call.elem_size,
-                 .order = ring_order};
-    args.tree = args.ring;
-    args.tree.order = tree_order;
-    args.root = call.root;
-    args.host_of_rank = host_of_rank;
-    programs.push_back(program_of(entry.build(args), call.elem_size, call.in_place, call.average));
+  // A quotient where the network and the schedule are symmetric: representatives 0..P-1, and
+  // samples of the other orbits' members checked against them (the first, a middle and the last
+  // image of ranks 0, P/2 and P-1).
+  const int period = network.symmetry_period();
+  if (period < n) {
+    for (int r = 0; r < period; ++r) programs.push_back(build(r));
+    bool symmetric = true;
+    for (const int k : {1, n / period / 2, n / period - 1}) {
+      for (const int r : {0, period / 2, period - 1}) {
+        if (k < 1 || !symmetric) continue;
+        symmetric = moved_by(programs[size_t(r)], build(r + k * period), k * period, n);
+      }
+    }
+    if (symmetric) {
+      outcome.detail = simulate(network, programs, period);
+      outcome.time_us = outcome.detail.time_us;
+      outcome.simulated = true;
+      outcome.ranks_run = period;
+      return outcome;
+    }
+    programs.clear();
   }
+  // The whole job, if its programs fit: rank 0's size times n is the estimate.
+  Program first = build(0);
+  if (uint64_t(first.ops.size()) * uint64_t(n) > kMaxSimulatedOps) {
+    return model_only("cost model: " + std::to_string(first.ops.size()) + " steps on rank 0 x " +
+                      std::to_string(n) + " ranks, not symmetric, too large to simulate");
+  }
+  programs.reserve(size_t(n));
+  programs.push_back(std::move(first));
+  for (int rank = 1; rank < n; ++rank) programs.push_back(build(rank));
   outcome.detail = simulate(network, programs);
   outcome.time_us = outcome.detail.time_us;
   outcome.simulated = true;
+  outcome.ranks_run = n;
   return outcome;
 }
 

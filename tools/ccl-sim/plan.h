@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <string>
 #include <vector>
@@ -41,13 +42,21 @@ struct Call {
 
 struct Outcome {
   double time_us = 0;
-  bool simulated = false;  // false: the entry has no schedule; time_us is its cost model's
+  bool simulated = false;  // false: not run (no schedule, or too large); see `note`
+  int ranks_run = 0;       // ranks simulated: all, or the representatives of a quotient
   SimResult detail;        // when simulated
+  std::string note;        // why it was not simulated ("cost model: no schedule", ...)
 };
+
+/// How large a run may be: the ops of every simulated rank's program together (16 B each).
+inline constexpr uint64_t kMaxSimulatedOps = uint64_t{200} << 20;
 
 /// Builds every rank's schedule with the entry's own builder (ring order, tree order and hosts
 /// from `host_of_rank` and `ring_order`/`tree_order`, as the planner passes them), turns each into
-/// a Program and runs them all.
+/// a Program and runs them all. Where the network has a symmetry period P < n and the schedule
+/// has it too (rank r + kP's program is rank r's with peers moved by kP, checked on sampled ranks
+/// and orbits), only ranks 0..P-1 run, exactly (engine.h). A run whose programs would hold more
+/// than kMaxSimulatedOps ops is not simulated: `note` says so and time_us is the cost model's.
 Outcome run_candidate(const Network& network, const Candidate& candidate, const Call& call,
                       std::span<const int> host_of_rank, std::span<const int> ring_order,
                       std::span<const int> tree_order);
