@@ -1,0 +1,58 @@
+# ccl-sim's command line:
+#   cmake -DCCL_SIM=<ccl-sim> -DDATA_DIR=<tests/data> -DOUT_DIR=<dir> -P cli_test.cmake
+# Bad usage, the nccl-tests rows with the pick first, a machine file, and the same JSON twice.
+
+function(fail)
+  message(FATAL_ERROR "ccl-sim CLI test: ${ARGV}")
+endfunction()
+
+function(run_sim)
+  execute_process(COMMAND ${CCL_SIM} ${ARGV} RESULT_VARIABLE rc OUTPUT_VARIABLE o
+                  ERROR_VARIABLE e TIMEOUT 60)
+  set(status "${rc}" PARENT_SCOPE)
+  set(out "${o}" PARENT_SCOPE)
+  set(err "${e}" PARENT_SCOPE)
+endfunction()
+
+foreach(bad --bogus "--collective;bogus" "--fabric;mesh" "-b;1M;-e;8" "--ranks;0" "--oversub;0.5")
+  run_sim(${bad})
+  if(NOT status EQUAL 2 OR NOT err MATCHES "usage: ccl-sim")
+    fail("'${bad}': status ${status}, stderr '${err}'")
+  endif()
+endforeach()
+
+# Every size has the tuner's pick first ('*'), then the other candidates; nccl-tests' footer.
+run_sim(--ranks 4 -b 8 -e 1M -f 32 --figures default)
+if(NOT status EQUAL 0 OR NOT out MATCHES "Avg bus bandwidth")
+  fail("4 ranks: status ${status}, '${out}' '${err}'")
+endif()
+string(REGEX MATCHALL "\n +[0-9]+ +[0-9]+ +float[^\n]*" rows "${out}")
+list(LENGTH rows nrows)
+if(nrows LESS 8)
+  fail("4 ranks: ${nrows} rows in '${out}'")
+endif()
+list(GET rows 0 first)
+if(NOT first MATCHES " \\* |\\*$")
+  fail("the first row is not the pick: '${first}'")
+endif()
+
+# Two nodes of a DGX H100 machine file: NVLink inside, the net between.
+run_sim(--topo ${DATA_DIR}/dgx_h100.xml --nodes 2 --collective allgather -b 1K -e 1M -f 32
+        --figures default --pick-only)
+if(NOT status EQUAL 0 OR NOT out MATCHES "nvlink")
+  fail("dgx_h100: status ${status}, '${out}' '${err}'")
+endif()
+
+# The same run twice writes the same JSON.
+foreach(i 1 2)
+  run_sim(--nodes 4 --per-node 4 --fabric fat-tree --nodes-per-leaf 2 --oversub 2 -b 8 -e 4M
+          -f 16 --figures default --json ${OUT_DIR}/sim${i}.json)
+  if(NOT status EQUAL 0)
+    fail("json run ${i}: status ${status}, '${err}'")
+  endif()
+endforeach()
+file(READ ${OUT_DIR}/sim1.json a)
+file(READ ${OUT_DIR}/sim2.json b)
+if(NOT a STREQUAL b OR NOT a MATCHES "\"program\": \"ccl-sim\"")
+  fail("the JSON differs between two runs, or is not ccl-sim's")
+endif()
