@@ -35,7 +35,7 @@ struct Flow {
   int nres = 0;
   bool live = false;
   bool scheduled = false;  // its end event is in the heap, at its current rate
-  uint64_t mark = 0;       // the last reshare() that updated it
+  uint64_t mark = 0;       // the last flush() that updated it
   // What its end completes: a message of a channel, or a local job for an op.
   int channel = -1;
   uint64_t message = 0;
@@ -93,13 +93,20 @@ class Sim {
     }
     ranks_.resize(static_cast<size_t>(period_));
     on_resource_.resize(res_.size());
+    resource_mark_.assign(res_.size(), 0);
     copy_scale_ = net.reduce_gbps() / net.copy_gbps();
   }
 
   SimResult run() {
     const int n = period_;
     for (int r = 0; r < n; ++r) push(net_.call_overhead_us(), EventKind::RankStart, r, 0);
-    while (!events_.empty()) {
+    for (;;) {
+      // Rates are settled before time moves on (flush may add events at this instant).
+      if (!dirty_.empty() && (events_.empty() || events_.top().t > now_)) {
+        flush();
+        continue;
+      }
+      if (events_.empty()) break;
       const Event e = events_.top();
       events_.pop();
       now_ = e.t;
@@ -341,7 +348,7 @@ class Sim {
     flow.live = true;
     flow.last = now_;
     for (int i = 0; i < flow.nres; ++i) on_resource_[flow.res[size_t(i)]].push_back(f);
-    reshare(f);
+    touch(flow);
   }
 
   void end_flow(uint32_t f) {
@@ -352,7 +359,7 @@ class Sim {
       v.erase(std::find(v.begin(), v.end(), f));
     }
     free_flows_.push_back(f);
-    reshare(f);
+    touch(flow);
     const Flow done = flow;  // deliver() may make flows, which may move flows_
     if (done.channel >= 0) {
       deliver(done);
@@ -361,20 +368,29 @@ class Sim {
     }
   }
 
-  // The flows that share a resource with `f` (and f itself, while live) get new rates, each once
-  // (an epoch mark, not a sort: a leaf's uplink may carry hundreds of flows).
-  void reshare(uint32_t f) {
-    ++epoch_;
-    const Flow& flow = flows_[f];
-    const auto visit = [this](uint32_t g) {
-      if (flows_[g].mark == epoch_) return;
-      flows_[g].mark = epoch_;
-      update_rate(g);
-    };
+  // A flow started or ended: the flows on its resources need new rates. They get them once per
+  // instant (flush), not once per start or end: when a round starts on every rank at once, a
+  // leaf's uplink gains hundreds of flows at the same time.
+  void touch(const Flow& flow) {
     for (int i = 0; i < flow.nres; ++i) {
-      for (uint32_t g : on_resource_[flow.res[size_t(i)]]) visit(g);
+      const uint32_t r = flow.res[size_t(i)];
+      if (resource_mark_[r] == dirty_epoch_) continue;
+      resource_mark_[r] = dirty_epoch_;
+      dirty_.push_back(r);
     }
-    if (flow.live) visit(f);
+  }
+
+  void flush() {
+    ++epoch_;
+    for (uint32_t r : dirty_) {
+      for (uint32_t g : on_resource_[r]) {
+        if (flows_[g].mark == epoch_) continue;
+        flows_[g].mark = epoch_;
+        update_rate(g);
+      }
+    }
+    dirty_.clear();
+    ++dirty_epoch_;
   }
 
   void update_rate(uint32_t g) {
@@ -408,6 +424,9 @@ class Sim {
   std::vector<uint32_t> free_flows_;
   std::vector<std::vector<uint32_t>> on_resource_;
   uint64_t epoch_ = 0;
+  std::vector<uint32_t> dirty_;          // resources whose flows need new rates
+  std::vector<uint64_t> resource_mark_;  // == dirty_epoch_: already in dirty_
+  uint64_t dirty_epoch_ = 1;
   std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;
   uint64_t seq_ = 0;
   double now_ = 0;
