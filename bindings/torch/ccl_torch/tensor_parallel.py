@@ -314,7 +314,21 @@ def _init_linear(weight, bias, fan_in):
         torch.nn.init.uniform_(bias, -bound, bound)
 
 
-class ColumnParallelLinear(torch.nn.Module):
+class _ParallelLinear(torch.nn.Module):
+    """What the column- and row-parallel layers share: made from the full (unsplit) weights."""
+
+    @classmethod
+    def from_full(cls, weight, bias=None, group=None, **kwargs):
+        """A layer holding this rank's shard of the full weight [out, in] (and bias [out]): the
+        constructor's arguments from the weight's shape, then load_full."""
+        out_features, in_features = weight.shape
+        layer = cls(in_features, out_features, group, bias=bias is not None,
+                    dtype=weight.dtype, **kwargs)
+        layer.load_full(weight, bias)
+        return layer
+
+
+class ColumnParallelLinear(_ParallelLinear):
     """y = x·Wᵀ + b split by output features: this rank holds rows [r·out/n, (r+1)·out/n) of W
     (`weight`, [out/n, in]) and the same slice of b (`bias`).
 
@@ -340,15 +354,6 @@ class ColumnParallelLinear(torch.nn.Module):
                      else None)
         with torch.no_grad():
             _init_linear(self.weight, self.bias, in_features)
-
-    @classmethod
-    def from_full(cls, weight, bias=None, group=None, **kwargs):
-        """A layer holding this rank's shard of the full weight [out, in] (and bias [out])."""
-        out_features, in_features = weight.shape
-        layer = cls(in_features, out_features, group, bias=bias is not None,
-                    dtype=weight.dtype, **kwargs)
-        layer.load_full(weight, bias)
-        return layer
 
     def load_full(self, weight, bias=None):
         """Copies this rank's shard of the full weight [out, in] (and bias [out])."""
@@ -379,7 +384,7 @@ class ColumnParallelLinear(torch.nn.Module):
                 f"sequence_parallel={self.sequence_parallel}")
 
 
-class RowParallelLinear(torch.nn.Module):
+class RowParallelLinear(_ParallelLinear):
     """y = x·Wᵀ + b split by input features: this rank holds columns [r·in/n, (r+1)·in/n) of W
     (`weight`, [out, in/n]) and the whole b (`bias`, replicated).
 
@@ -409,15 +414,6 @@ class RowParallelLinear(torch.nn.Module):
         self.bias = torch.nn.Parameter(torch.empty(out_features, dtype=dtype)) if bias else None
         with torch.no_grad():
             _init_linear(self.weight, self.bias, in_features)
-
-    @classmethod
-    def from_full(cls, weight, bias=None, group=None, **kwargs):
-        """A layer holding this rank's shard of the full weight [out, in] and the bias [out]."""
-        out_features, in_features = weight.shape
-        layer = cls(in_features, out_features, group, bias=bias is not None,
-                    dtype=weight.dtype, **kwargs)
-        layer.load_full(weight, bias)
-        return layer
 
     def load_full(self, weight, bias=None):
         """Copies this rank's shard of the full weight [out, in] and the bias [out]."""
