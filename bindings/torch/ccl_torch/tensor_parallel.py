@@ -59,8 +59,13 @@ def _check_divides(what, value, parts):
                          f"group size {parts}")
 
 
+# The collectives below leave a group of one rank to the identity (a view, so that autograd sees
+# an output of its own): the operators need no case of their own for it.
+
 def _all_gather_dim0(x, group):
     n = _size(group)
+    if n == 1:
+        return x.view_as(x)
     x = x.contiguous()
     out = torch.empty((n * x.shape[0],) + tuple(x.shape[1:]), dtype=x.dtype, device=x.device)
     _all_gather_into(out, x, group=group)
@@ -69,6 +74,8 @@ def _all_gather_dim0(x, group):
 
 def _reduce_scatter_dim0(x, group):
     n = _size(group)
+    if n == 1:
+        return x.view_as(x)
     _check_divides("dim 0 (the sequence) of size", x.shape[0], n)
     x = x.contiguous()
     out = torch.empty((x.shape[0] // n,) + tuple(x.shape[1:]), dtype=x.dtype, device=x.device)
@@ -77,6 +84,8 @@ def _reduce_scatter_dim0(x, group):
 
 
 def _all_reduce(x, group):
+    if _size(group) == 1:
+        return x.view_as(x)
     y = x.contiguous().clone()  # never in place: autograd may hold x or share the gradient
     dist.all_reduce(y, group=group)
     return y
@@ -95,8 +104,6 @@ class CopyToRegion(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
-        if _size(ctx.group) == 1:
-            return grad, None
         return _all_reduce(grad, ctx.group), None
 
 
@@ -105,8 +112,6 @@ class ReduceFromRegion(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, group):
-        if _size(group) == 1:
-            return x.view_as(x)
         return _all_reduce(x, group)
 
     @staticmethod
@@ -121,14 +126,10 @@ class GatherSequence(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, group):
         ctx.group = group
-        if _size(group) == 1:
-            return x.view_as(x)
         return _all_gather_dim0(x, group)
 
     @staticmethod
     def backward(ctx, grad):
-        if _size(ctx.group) == 1:
-            return grad, None
         return _reduce_scatter_dim0(grad, ctx.group), None
 
 
@@ -139,14 +140,10 @@ class ReduceScatterSequence(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, group):
         ctx.group = group
-        if _size(group) == 1:
-            return x.view_as(x)
         return _reduce_scatter_dim0(x, group)
 
     @staticmethod
     def backward(ctx, grad):
-        if _size(ctx.group) == 1:
-            return grad, None
         return _all_gather_dim0(grad, ctx.group), None
 
 
@@ -157,8 +154,6 @@ class GatherFeatures(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, group):
         ctx.group = group
-        if _size(group) == 1:
-            return x.view_as(x)
         return _all_gather_last(x, group)
 
     @staticmethod
@@ -178,12 +173,12 @@ class SplitFeatures(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
-        if _size(ctx.group) == 1:
-            return grad, None
         return _all_gather_last(grad, ctx.group), None
 
 
 def _all_gather_last(x, group):
+    if _size(group) == 1:
+        return x.view_as(x)
     return torch.cat(_gather_list(x, group), dim=-1)
 
 
@@ -207,10 +202,7 @@ class _AddSequenceParallelBias(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
-        db = grad.reshape(-1, grad.shape[-1]).sum(dim=0)
-        if _size(ctx.group) > 1:
-            dist.all_reduce(db, group=ctx.group)
-        return grad, db, None
+        return grad, _all_reduce(grad.reshape(-1, grad.shape[-1]).sum(dim=0), ctx.group), None
 
 
 def copy_to_region(x, group=None):
