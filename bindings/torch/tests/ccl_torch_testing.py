@@ -9,6 +9,7 @@ import socket
 import tempfile
 import time
 
+import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
@@ -95,14 +96,32 @@ def exit_codes(fn, size, *args, timeout=120, op_timeout=60, extra=()):
         return [p.exitcode for p in procs]
 
 
-def expect_error(fn, *words):
-    """Runs fn, which must raise a RuntimeError whose text has every one of `words`; returns
-    that text."""
+def _expect(kind, fn, words):
     try:
         fn()
-    except RuntimeError as e:
+    except kind as e:
         text = str(e)
         for w in words:
             assert w in text, f"{w!r} not in the error: {text}"
         return text
-    raise AssertionError(f"no RuntimeError (expected one naming {words})")
+    raise AssertionError(f"no {kind.__name__} (expected one naming {words})")
+
+
+def expect_error(fn, *words):
+    """Runs fn, which must raise a RuntimeError whose text has every one of `words`; returns
+    that text."""
+    return _expect(RuntimeError, fn, words)
+
+
+def expect_value_error(fn, *words):
+    """Runs fn, which must raise a ValueError (a bad argument) whose text has every one of
+    `words`; returns that text."""
+    return _expect(ValueError, fn, words)
+
+
+def expect_world_in_step(size):
+    """After a test's refused calls, one more collective over the default group still agrees:
+    no refusal left a rank a collective ahead or behind."""
+    x = torch.ones(1)
+    dist.all_reduce(x)
+    assert x.item() == size, f"the world is out of step: {x.item()} of {size}"

@@ -16,7 +16,7 @@ import torch.distributed as dist
 
 import ccl_torch
 from ccl_torch import elastic
-from ccl_torch_testing import exit_codes, expect_error, run_ranks
+from ccl_torch_testing import exit_codes, expect_error, expect_value_error, run_ranks
 
 os.environ["CCL_TIMEOUT"] = "10"  # the spawned ranks inherit it
 OP_TIMEOUT = 10  # init_process_group's, the communicator's timeout
@@ -26,16 +26,6 @@ EXAMPLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "
 
 def world():
     return dist.distributed_c10d._get_default_group()
-
-
-def expect_value_error(fn, *words):
-    try:
-        fn()
-    except ValueError as e:
-        for w in words:
-            assert w in str(e), f"{w!r} not in the error: {e}"
-        return
-    raise AssertionError(f"no ValueError (expected one naming {words})")
 
 
 # Half of CCL_TIMEOUT: what ends within it did not wait for the timeout (it takes milliseconds;

@@ -12,7 +12,7 @@ import torch
 import torch.distributed as dist
 
 import ccl_torch.mesh as cmesh
-from ccl_torch_testing import run_ranks
+from ccl_torch_testing import expect_value_error, expect_world_in_step, run_ranks
 
 TIMEOUT = datetime.timedelta(seconds=60)
 
@@ -98,16 +98,6 @@ def reordered(rank, size):
         expect_value_error(lambda: cmesh.DeviceMesh(4, 1, 1, timeout=TIMEOUT), "tp 4")
 
 
-def expect_value_error(fn, *words):
-    try:
-        fn()
-    except ValueError as e:
-        for w in words:
-            assert w in str(e), f"{w!r} not in {e}"
-        return str(e)
-    raise AssertionError(f"no ValueError naming {words}")
-
-
 def bad_shapes(rank, size):
     expect_value_error(lambda: cmesh.DeviceMesh(3, 1, 1), "tp * pp * dp", "world size 4")
     expect_value_error(lambda: cmesh.DeviceMesh(2, 1, 1), "tp * pp * dp", "= 2")
@@ -120,10 +110,7 @@ def bad_shapes(rank, size):
     expect_value_error(lambda: cmesh.DeviceMesh(2, 2, 1, locality="gpu0" if rank == 2 else None),
                        "locality", "world rank 2")
     expect_value_error(lambda: cmesh.DeviceMesh(2, 2, 1).group("xp"), "axis")
-    # None of it left the world out of step.
-    x = torch.ones(1)
-    dist.all_reduce(x)
-    assert x.item() == size
+    expect_world_in_step(size)
 
 
 class Mesh(unittest.TestCase):

@@ -9,7 +9,7 @@ import torch
 import torch.distributed as dist
 
 import ccl_torch.tensor_parallel as tpl
-from ccl_torch_testing import run_ranks
+from ccl_torch_testing import expect_value_error, expect_world_in_step, run_ranks
 
 SEQ, BATCH, IN, OUT, VOCAB = 8, 2, 8, 12, 16
 TOL = dict(rtol=1e-5, atol=1e-5)
@@ -166,16 +166,6 @@ def all_checks(rank, size):
         check_mlp(rank, size, sp)
 
 
-def expect_value_error(fn, *words):
-    try:
-        fn()
-    except ValueError as e:
-        for w in words:
-            assert w in str(e), f"{w!r} not in {e}"
-        return
-    raise AssertionError(f"no ValueError naming {words}")
-
-
 def misuse(rank, size):
     group = None  # the default group: 2 ranks
     expect_value_error(lambda: tpl.ColumnParallelLinear(4, 5, group), "out_features 5")
@@ -197,10 +187,7 @@ def misuse(rank, size):
     expect_value_error(lambda: tpl.reduce_scatter_sequence(torch.zeros(3, 2)), "dim 0", "3")
     expect_value_error(lambda: tpl.shard_rows(torch.zeros(5, 2), 2, 0), "5", "parts 2")
     expect_value_error(lambda: tpl.shard_cols(torch.zeros(2, 4), 2, 2), "index 2")
-    # Nothing above left the group out of step: one more collective still agrees.
-    x = torch.ones(1)
-    dist.all_reduce(x)
-    assert x.item() == size
+    expect_world_in_step(size)
 
 
 class TensorParallel(unittest.TestCase):
