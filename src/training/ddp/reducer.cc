@@ -7,20 +7,9 @@
 #include <string>
 
 #include "ddp/half_cast.h"
+#include "ddp/index_list.h"
 
 namespace ccl::training {
-
-namespace {
-
-std::string index_list(const std::vector<size_t>& indices) {
-  std::string s;
-  for (size_t i = 0; i < indices.size() && i < 16; ++i)
-    s += (i ? ", " : "") + std::to_string(indices[i]);
-  if (indices.size() > 16) s += ", ... (" + std::to_string(indices.size()) + " in all)";
-  return s;
-}
-
-}  // namespace
 
 struct Reducer::Bucket {
   cclDataType_t dtype = cclFloat32;
