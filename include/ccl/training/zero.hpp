@@ -187,6 +187,7 @@ class Zero {
  private:
   struct UnitState;
   UnitState& unit_of(size_t param, const char* what);
+  void check_unit(size_t unit, const char* what) const;
   void launch_gather(size_t unit);
   void wait_gather(size_t unit);
   void launch_reduce(size_t unit);
@@ -205,7 +206,6 @@ class Zero {
   size_t next_reduce_ = 0;            // units reduce in decreasing order: how many launched
   std::vector<size_t> gather_order_;  // this iteration's gather() calls (stage 3)
   std::vector<size_t> last_order_;    // the previous iteration's
-  size_t order_position_ = 0;         // where this iteration is in last_order_
   ZeroMemory peak_;
   uint64_t bytes_sent_ = 0;
 };

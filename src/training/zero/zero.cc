@@ -10,6 +10,7 @@
 #include <string>
 
 #include "ddp/half_cast.h"
+#include "ddp/index_list.h"
 #include "zero/unit_state.h"
 
 namespace ccl::training {
@@ -28,20 +29,17 @@ cclDataType_t wire_type(ZeroPrecision p) {
                                     : cclFloat32;
 }
 
+// Bytes of one value on the wire.
+size_t wire_size(ZeroPrecision p) {
+  return p == ZeroPrecision::Fp32 ? sizeof(float) : sizeof(uint16_t);
+}
+
 void to_wire(ZeroPrecision p, const float* in, uint16_t* out, size_t n) {
   (p == ZeroPrecision::Fp16 ? half_cast::to_fp16 : half_cast::to_bf16)(in, out, n);
 }
 
 void from_wire(ZeroPrecision p, const uint16_t* in, float* out, size_t n) {
   (p == ZeroPrecision::Fp16 ? half_cast::from_fp16 : half_cast::from_bf16)(in, out, n);
-}
-
-std::string param_list(const std::vector<size_t>& params) {
-  std::string s;
-  for (size_t i = 0; i < params.size() && i < 16; ++i)
-    s += (i ? ", " : "") + std::to_string(params[i]);
-  if (params.size() > 16) s += ", ... (" + std::to_string(params.size()) + " in all)";
-  return s;
 }
 
 }  // namespace
@@ -161,7 +159,7 @@ void Zero::launch_gather(size_t unit) {
     to_wire(options_.precision, master, s.wire.data() + rank * u.shard, u.shard);
     buffer = s.wire.data();
   }
-  const size_t element = options_.precision == ZeroPrecision::Fp32 ? 4 : 2;
+  const size_t element = wire_size(options_.precision);
   char* bytes = static_cast<char*>(buffer);
   detail::check(cclAllGather(bytes + rank * u.shard * element, bytes, u.shard,
                              wire_type(options_.precision), dp_.get(), stream_.get()),
@@ -183,11 +181,16 @@ void Zero::wait_gather(size_t unit) {
   }
 }
 
-void Zero::gather(size_t unit) {
+void Zero::check_unit(size_t unit, const char* what) const {
   if (unit >= units_.size()) {
-    throw std::out_of_range("ccl::training::Zero::gather: unit " + std::to_string(unit) +
-                            " is outside [0, " + std::to_string(units_.size()) + ")");
+    throw std::out_of_range(std::string("ccl::training::Zero::") + what + ": unit " +
+                            std::to_string(unit) + " is outside [0, " +
+                            std::to_string(units_.size()) + ")");
   }
+}
+
+void Zero::gather(size_t unit) {
+  check_unit(unit, "gather");
   if (options_.stage < 3) return;
   UnitState& s = *state_[unit];
   gather_order_.push_back(unit);
@@ -205,10 +208,7 @@ void Zero::gather(size_t unit) {
 }
 
 void Zero::release(size_t unit) {
-  if (unit >= units_.size()) {
-    throw std::out_of_range("ccl::training::Zero::release: unit " + std::to_string(unit) +
-                            " is outside [0, " + std::to_string(units_.size()) + ")");
-  }
+  check_unit(unit, "release");
   if (options_.stage < 3) return;
   UnitState& s = *state_[unit];
   wait_gather(unit);  // a prefetch in flight writes the buffer
@@ -261,7 +261,7 @@ void Zero::launch_reduce(size_t unit) {
                 "cclReduceScatter", dp_.get());
   s.reduced.record(stream_);
   s.reducing = true;
-  bytes_sent_ += padded * (options_.precision == ZeroPrecision::Fp32 ? 4 : 2);
+  bytes_sent_ += padded * wire_size(options_.precision);
   track_memory();
 }
 
@@ -331,7 +331,7 @@ void Zero::step() {
       }
     }
     throw std::logic_error("ccl::training::Zero::step: parameters not marked ready: " +
-                           param_list(missing));
+                           index_list(missing));
   }
   for (size_t v = 0; v < units_.size(); ++v) finish_reduce(v);
   optimizer_->step_sharded(pieces_, params_.size(), dp_);
