@@ -97,14 +97,18 @@ Cluster::Cluster(const ClusterSpec& spec, const SimModel& model) : spec_(spec), 
   }
 }
 
-Cluster Cluster::from_topology(const topo::Topology& topo, int nodes, ClusterSpec spec,
-                               const SimModel& model) {
+ClusterSpec Cluster::spec_from_topology(const topo::Topology& topo, int nodes, ClusterSpec spec) {
   spec.nodes = nodes;
   spec.per_node = static_cast<int>(topo::rank_devices(topo).size());
   spec.nvlink = gpus_joined_by_nvlink(topo);
   const size_t nics = topo.of_type(topo::NodeType::Nic).size();
   if (nics > 0) spec.nics_per_node = static_cast<int>(nics);
-  return Cluster(spec, model);
+  return spec;
+}
+
+Cluster Cluster::from_topology(const topo::Topology& topo, int nodes, ClusterSpec spec,
+                               const SimModel& model) {
+  return Cluster(spec_from_topology(topo, nodes, spec), model);
 }
 
 int Cluster::rail_of(int rank) const {
@@ -168,16 +172,16 @@ std::vector<topo::RankPlace> Cluster::places() const {
   return places;
 }
 
-tune::Shape Cluster::shape(size_t window_bytes, size_t chunk_bytes) const {
+tune::Shape Cluster::shape_of(const ClusterSpec& spec, size_t window_bytes, size_t chunk_bytes) {
   tune::Shape shape;
-  shape.nranks = nranks_;
-  shape.nhosts = spec_.nodes;
-  shape.ranks_per_host = spec_.per_node;
+  shape.nranks = spec.nodes * spec.per_node;
+  shape.nhosts = spec.nodes;
+  shape.ranks_per_host = spec.per_node;
   shape.uniform_hosts = true;
-  shape.shm = spec_.shm;
+  shape.shm = spec.shm;
   // The shm transport offers its window only when it joins every rank (shm_transport.cc), and
   // with one rank there is no shm transport at all.
-  shape.window_bytes = spec_.nodes == 1 && spec_.shm && nranks_ > 1 ? window_bytes : 0;
+  shape.window_bytes = spec.nodes == 1 && spec.shm && shape.nranks > 1 ? window_bytes : 0;
   shape.chunk_bytes = chunk_bytes;
   return shape;
 }

@@ -66,6 +66,9 @@ class Cluster : public Network {
   // oversubscription, leaf size and shm come from `spec`.
   static Cluster from_topology(const topo::Topology& topo, int nodes, ClusterSpec spec,
                                const SimModel& model);
+  // The spec from_topology builds on: `spec` with the nodes, ranks per node, NVLink and NICs of
+  // `nodes` copies of `topo`.
+  static ClusterSpec spec_from_topology(const topo::Topology& topo, int nodes, ClusterSpec spec);
 
   // Network.
   int nranks() const override { return nranks_; }
@@ -107,7 +110,11 @@ class Cluster : public Network {
   // The tuner's shape of a job on every rank of the cluster, as core/comm/tuner_setup.cc fills
   // it: the window only where one host holds every rank (of two or more) over shm, as the shm
   // transport offers it (shm_transport.cc).
-  tune::Shape shape(size_t window_bytes, size_t chunk_bytes) const;
+  tune::Shape shape(size_t window_bytes, size_t chunk_bytes) const {
+    return shape_of(spec_, window_bytes, chunk_bytes);
+  }
+  // The same from a spec alone (the shape does not depend on the link model).
+  static tune::Shape shape_of(const ClusterSpec& spec, size_t window_bytes, size_t chunk_bytes);
   // A few lines for the report: the size, the link classes with alpha and beta, the fabric.
   std::string describe() const;
 

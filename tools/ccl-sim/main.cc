@@ -9,7 +9,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -200,19 +199,14 @@ int main(int argc, char** argv) {
 
     const size_t chunk_bytes = size_t{1} << 20;   // CCL_BUFFSIZE (4M) / 4, the default chunk
     const size_t window_bytes = size_t{1} << 20;  // CCL_SHM_WINDOW's default
-    std::unique_ptr<Cluster> cluster;
-    tune::Figures figures = tune::default_figures();
-    auto make = [&](const SimModel& model) {
-      if (!args.topo.empty()) {
-        return std::make_unique<Cluster>(
-            Cluster::from_topology(topo::load_topology_file(args.topo), spec.nodes, spec, model));
-      }
-      return std::make_unique<Cluster>(spec, model);
-    };
+    if (!args.topo.empty()) {
+      spec = Cluster::spec_from_topology(topo::load_topology_file(args.topo), spec.nodes, spec);
+    }
+    check_spec(spec);
     // The figures the tuner of a real run of this shape would use: this host's cache (what
     // ccl measured here), a file, or the defaults.
-    cluster = make(from_figures(figures));
-    const tune::Shape shape = cluster->shape(window_bytes, chunk_bytes);
+    const tune::Shape shape = Cluster::shape_of(spec, window_bytes, chunk_bytes);
+    tune::Figures figures = tune::default_figures();
     std::string source = args.figures;
     if (args.figures == "cache") {
       figures = figures_for(shape, &source);
@@ -221,14 +215,14 @@ int main(int argc, char** argv) {
     }
     SimModel model = from_figures(figures);
     if (!args.model_file.empty()) model = read_model_file(args.model_file, model);
-    cluster = make(model);
+    const Cluster cluster(spec, model);
 
     const tune::Tuner tuner(shape, figures, tune::Selection::parse(args.algo, args.proto));
-    const auto layout = CommLayout::build(cluster->places());
-    const int n = cluster->nranks();
+    const auto layout = CommLayout::build(cluster.places());
+    const int n = cluster.nranks();
 
     std::printf("# ccl-sim: %s, %d ranks\n", tune::collective_name(collective), n);
-    for (const std::string& line : {cluster->describe()}) std::printf("%s", line.c_str());
+    std::printf("%s", cluster.describe().c_str());
     std::printf("# the tuner's figures: %s\n", source.c_str());
     std::printf("%s", perf::column_header(false).c_str());
 
@@ -244,11 +238,11 @@ int main(int argc, char** argv) {
       call.root = args.root % n;
       call.average = args.average;
       for (const Candidate& c : candidates(tuner, collective, call_bytes, !args.pick_only)) {
-        const Outcome out = run_candidate(*cluster, c, call, layout.host_of_rank, layout.ring_order,
+        const Outcome out = run_candidate(cluster, c, call, layout.host_of_rank, layout.ring_order,
                                           layout.tree_order);
         Call in_place_call = call;
         in_place_call.in_place = true;
-        const Outcome in_place = run_candidate(*cluster, c, in_place_call, layout.host_of_rank,
+        const Outcome in_place = run_candidate(cluster, c, in_place_call, layout.host_of_rank,
                                                layout.ring_order, layout.tree_order);
         const double algbw = perf::alg_bandwidth(pcoll, g, 4, n, out.time_us * 1e-6);
         const double busbw = perf::bus_bandwidth(pcoll, algbw, n);

@@ -81,6 +81,13 @@ Outcome run_candidate(const Network& network, const Candidate& candidate, const 
     return outcome;
   };
   if (entry.build == nullptr) return model_only("cost model: no schedule");
+  const auto simulated = [&](const std::vector<Program>& programs, int period) {
+    outcome.detail = simulate(network, programs, period);
+    outcome.time_us = outcome.detail.time_us;
+    outcome.simulated = true;
+    outcome.ranks_run = int(programs.size());
+    return outcome;
+  };
   const int n = network.nranks();
   const auto build = [&](int rank) {
     return build_program(entry, candidate, call, n, rank, host_of_rank, ring_order, tree_order);
@@ -99,13 +106,7 @@ Outcome run_candidate(const Network& network, const Candidate& candidate, const 
         symmetric = moved_by(programs[size_t(r)], build(r + k * period), k * period, n);
       }
     }
-    if (symmetric) {
-      outcome.detail = simulate(network, programs, period);
-      outcome.time_us = outcome.detail.time_us;
-      outcome.simulated = true;
-      outcome.ranks_run = period;
-      return outcome;
-    }
+    if (symmetric) return simulated(programs, period);
     programs.clear();
   }
   // The whole job, if its programs fit: rank 0's size times n is the estimate.
@@ -117,11 +118,7 @@ Outcome run_candidate(const Network& network, const Candidate& candidate, const 
   programs.reserve(size_t(n));
   programs.push_back(std::move(first));
   for (int rank = 1; rank < n; ++rank) programs.push_back(build(rank));
-  outcome.detail = simulate(network, programs);
-  outcome.time_us = outcome.detail.time_us;
-  outcome.simulated = true;
-  outcome.ranks_run = n;
-  return outcome;
+  return simulated(programs, 0);
 }
 
 std::string candidate_name(const Candidate& candidate) {
