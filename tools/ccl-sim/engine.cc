@@ -49,7 +49,7 @@ struct Message {
 };
 
 struct Channel {
-  int from = 0, to = 0;
+  int to = 0;  // the receiving representative
   Route route;
   std::deque<Message> queued;    // posted, not started
   bool busy = false;             // a message in its latency or flowing
@@ -232,7 +232,6 @@ class Sim {
     const auto [it, fresh] = channel_index_.try_emplace(key(from, to), int(channels_.size()));
     if (fresh) {
       Channel c;
-      c.from = from;
       c.to = to;
       c.route = route_of(from, to);
       channels_.push_back(std::move(c));
