@@ -36,9 +36,10 @@ MeshCoord = collections.namedtuple("MeshCoord", AXES)
 MeshCoord.__doc__ = "A rank's coordinates in the mesh: (tp, pp, dp)."
 
 
-def _check_shape(shapes, world_size):
+def _check_shape(shapes):
     """The shape every rank passed (shapes[r] is world rank r's (tp, pp, dp)), or ValueError:
-    every rank sees the same list, so every rank raises the same error."""
+    every rank sees the same list, so every rank raises the same error. The sizes' ranges and
+    their product are place_mesh's to check."""
     first = shapes[0]
     for r, shape in enumerate(shapes):
         if shape != first:
@@ -49,12 +50,6 @@ def _check_shape(shapes, world_size):
         if isinstance(value, bool) or not isinstance(value, int):
             raise ValueError(f"ccl_torch.mesh.DeviceMesh: {name} must be an int, not "
                              f"{type(value).__name__} {value!r}")
-        if value < 1:
-            raise ValueError(f"ccl_torch.mesh.DeviceMesh: {name} must be at least 1, not {value}")
-    tp, pp, dp = first
-    if tp * pp * dp != world_size:
-        raise ValueError(f"ccl_torch.mesh.DeviceMesh: tp * pp * dp = {tp} x {pp} x {dp} = "
-                         f"{tp * pp * dp} must equal the world size {world_size}")
     return first
 
 
@@ -101,12 +96,12 @@ class DeviceMesh:
         # Everything is gathered before anything is checked, so a bad argument on one rank fails
         # every rank alike instead of leaving the others waiting.
         dist.all_gather_object(gathered, mine)
-        self.shape = MeshCoord(*_check_shape([g[2] for g in gathered], world_size))
+        self.shape = MeshCoord(*_check_shape([g[2] for g in gathered]))
         _check_locality([g[1] for g in gathered])
         self.places = [(host, list(loc or [])) for host, loc, _ in gathered]
         try:
             placement = _training.place_mesh(*self.shape, self.places)
-        except RuntimeError as e:  # ccl::Error (cclInvalidArgument): a tp group crosses hosts
+        except RuntimeError as e:  # ccl::Error (cclInvalidArgument): sizes, product, hosts
             raise ValueError(f"ccl_torch.mesh.DeviceMesh: {e}") from None
         self.order = list(placement["order"])
         self.coords = [MeshCoord(*c) for c in placement["coords"]]

@@ -99,10 +99,11 @@ def reordered(rank, size):
 
 
 def bad_shapes(rank, size):
-    expect_value_error(lambda: cmesh.DeviceMesh(3, 1, 1), "tp * pp * dp", "world size 4")
-    expect_value_error(lambda: cmesh.DeviceMesh(2, 1, 1), "tp * pp * dp", "= 2")
-    expect_value_error(lambda: cmesh.DeviceMesh(0, 2, 2), "tp must be at least 1")
-    expect_value_error(lambda: cmesh.DeviceMesh(2, -1, -2), "pp must be at least 1")
+    expect_value_error(lambda: cmesh.DeviceMesh(3, 1, 1),
+                       "tp 3 x pp 1 x dp 1 = 3 must equal the number of ranks 4")
+    expect_value_error(lambda: cmesh.DeviceMesh(2, 1, 1), "tp 2 x pp 1 x dp 1 = 2")
+    expect_value_error(lambda: cmesh.DeviceMesh(0, 2, 2), "tp 0 must be at least 1")
+    expect_value_error(lambda: cmesh.DeviceMesh(2, -1, -2), "pp -1 must be at least 1")
     expect_value_error(lambda: cmesh.DeviceMesh(2, 2, 1.0), "dp must be an int")
     # One rank passes another shape: every rank raises, naming it.
     expect_value_error(lambda: cmesh.DeviceMesh(2, 2, 1) if rank != 1 else
