@@ -20,7 +20,9 @@ using namespace ccl::training;
 using ccl_test::contains;
 using ccl_test::expect_close;
 using ccl_test::invalid_argument_of;
+using ccl_test::Model;
 using ccl_test::random_tensor;
+using ccl_test::refs;
 using ccl_test::starts_with;
 
 // --- The references: one tensor in double, as torch's single-tensor loops write it. ---
@@ -73,26 +75,10 @@ void ref_adam_step(RefTensor& p, const std::vector<float>& grad, const AdamOptio
 }
 
 // An odd-sized weight (the kernels' vector body and tail), a larger one, and an excluded bias.
-struct Model {
-  std::vector<std::vector<float>> x;
-  std::vector<bool> exclude;
-};
-
 Model model(std::mt19937& rng) {
   return Model{.x = {random_tensor(rng, 37, 0.1f, 0.3f), random_tensor(rng, 100, 0.5f, 1.0f),
                      random_tensor(rng, 5, 0.1f, 0.3f)},
                .exclude = {false, false, true}};
-}
-
-std::vector<ParamRef> refs(Model& m, std::vector<std::vector<float>>& grads) {
-  std::vector<ParamRef> r;
-  for (size_t i = 0; i < m.x.size(); ++i) {
-    r.push_back({.param = m.x[i].data(),
-                 .grad = grads[i].data(),
-                 .count = m.x[i].size(),
-                 .exclude = m.exclude[i]});
-  }
-  return r;
 }
 
 // Steps `opt` and the reference over `steps` steps of random gradients; compares after each.

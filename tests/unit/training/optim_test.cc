@@ -31,7 +31,9 @@ using ccl::training::WarmupPolyDecay;
 using ccl_test::contains;
 using ccl_test::expect_close;
 using ccl_test::invalid_argument_of;
+using ccl_test::Model;
 using ccl_test::random_tensor;
+using ccl_test::refs;
 using ccl_test::starts_with;
 using ccl_test::uniform;
 
@@ -98,11 +100,6 @@ double ref_lars_step(RefTensor& p, const std::vector<float>& grad, const LarsOpt
 
 // The tensors of the comparisons: an odd size (the kernels' blocks and their tail), one whose
 // norm is above LAMB's clamp, an excluded one, and one that starts at zero (ratio 1).
-struct Model {
-  std::vector<std::vector<float>> x;
-  std::vector<bool> exclude;
-};
-
 enum Tensor { kWeight, kBig, kBias, kZero, kTensors };
 
 Model comparison_model(std::mt19937& rng) {
@@ -113,17 +110,6 @@ Model comparison_model(std::mt19937& rng) {
   m.x.push_back(std::vector<float>(9, 0.0f));
   m.exclude = {false, false, true, false};
   return m;
-}
-
-std::vector<ParamRef> refs(Model& m, std::vector<std::vector<float>>& grads) {
-  std::vector<ParamRef> r;
-  for (size_t i = 0; i < m.x.size(); ++i) {
-    r.push_back({.param = m.x[i].data(),
-                 .grad = grads[i].data(),
-                 .count = m.x[i].size(),
-                 .exclude = m.exclude[i]});
-  }
-  return r;
 }
 
 TEST(Lamb, MatchesTheDoubleReferenceOverThreeSteps) {

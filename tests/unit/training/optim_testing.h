@@ -1,6 +1,6 @@
 // What the optimizer tests share: the same random numbers on every standard library, tensors of
-// elements away from zero, the message of an expected std::invalid_argument, and a comparison
-// with a tolerance relative to a tensor's largest element.
+// elements away from zero, the message of an expected std::invalid_argument, a comparison
+// with a tolerance relative to a tensor's largest element, and a model's tensors as ParamRefs.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -11,6 +11,8 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "ccl/training/optim.hpp"
 
 namespace ccl_test {
 
@@ -62,6 +64,24 @@ void expect_close(const std::vector<float>& got, const std::vector<Want>& want, 
   for (size_t i = 0; i < got.size(); ++i) {
     EXPECT_NEAR(got[i], static_cast<double>(want[i]), rel * scale) << what << " element " << i;
   }
+}
+
+// A model's parameter tensors, and which are left out of weight decay (biases, norms).
+struct Model {
+  std::vector<std::vector<float>> x;
+  std::vector<bool> exclude;
+};
+
+// The model's tensors with these gradients, one ParamRef each.
+inline std::vector<ccl::training::ParamRef> refs(Model& m, std::vector<std::vector<float>>& grads) {
+  std::vector<ccl::training::ParamRef> r;
+  for (size_t i = 0; i < m.x.size(); ++i) {
+    r.push_back({.param = m.x[i].data(),
+                 .grad = grads[i].data(),
+                 .count = m.x[i].size(),
+                 .exclude = m.exclude[i]});
+  }
+  return r;
 }
 
 }  // namespace ccl_test
