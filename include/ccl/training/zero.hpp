@@ -49,6 +49,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <span>
 #include <string>
@@ -191,7 +192,7 @@ class Zero {
   void launch_gather(size_t unit);
   void wait_gather(size_t unit);
   void launch_reduce(size_t unit);
-  void finish_reduce(size_t unit);
+  void finish_oldest_reduce();
   void gather_working_copies();
   void track_memory();
 
@@ -204,6 +205,7 @@ class Zero {
   std::vector<ParamRef> pieces_;  // this rank's optimizer pieces, over every unit
   Stream stream_;
   size_t next_reduce_ = 0;            // units reduce in decreasing order: how many launched
+  std::deque<size_t> reducing_;       // units whose reduce-scatter is queued, oldest first
   std::vector<size_t> gather_order_;  // this iteration's gather() calls (stage 3)
   std::vector<size_t> last_order_;    // the previous iteration's
   ZeroMemory peak_;

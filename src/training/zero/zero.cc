@@ -261,13 +261,16 @@ void Zero::launch_reduce(size_t unit) {
                 "cclReduceScatter", dp_.get());
   s.reduced.record(stream_);
   s.reducing = true;
+  reducing_.push_back(unit);
   bytes_sent_ += padded * wire_size(options_.precision);
   track_memory();
 }
 
-void Zero::finish_reduce(size_t unit) {
+// The stream runs the reduce-scatters in launch order, so the oldest is the first to finish.
+void Zero::finish_oldest_reduce() {
+  const size_t unit = reducing_.front();
+  reducing_.pop_front();
   UnitState& s = *state_[unit];
-  if (!s.reducing) return;
   s.reduced.synchronize();
   s.reducing = false;
   if (!s.shard_wire.empty()) {
@@ -296,23 +299,14 @@ void Zero::mark_ready(size_t param) {
   while (next_reduce_ < units_.size()) {
     const size_t next = units_.size() - 1 - next_reduce_;
     if (state_[next]->pending != 0) break;
-    // Room for it first: launches go in decreasing unit order, so the oldest reduction in flight
-    // is the one of the highest index.
-    const auto in_flight = [this] {
-      size_t n = 0;
-      for (const auto& st : state_) n += st->reducing ? 1 : 0;
-      return n;
-    };
-    const auto limit = static_cast<size_t>(options_.reductions_in_flight);
-    for (size_t v = units_.size(); v-- > next + 1 && in_flight() >= limit;) {
-      if (state_[v]->reducing) finish_reduce(v);
+    // Room for it first: the oldest reductions give their whole gradients back.
+    while (reducing_.size() >= static_cast<size_t>(options_.reductions_in_flight)) {
+      finish_oldest_reduce();
     }
     launch_reduce(next);
     ++next_reduce_;
   }
-  for (size_t v = 0; v < units_.size(); ++v) {
-    if (state_[v]->reducing && state_[v]->reduced.query()) finish_reduce(v);
-  }
+  while (!reducing_.empty() && state_[reducing_.front()]->reduced.query()) finish_oldest_reduce();
 }
 
 void Zero::gather_working_copies() {
@@ -333,7 +327,7 @@ void Zero::step() {
     throw std::logic_error("ccl::training::Zero::step: parameters not marked ready: " +
                            index_list(missing));
   }
-  for (size_t v = 0; v < units_.size(); ++v) finish_reduce(v);
+  while (!reducing_.empty()) finish_oldest_reduce();
   optimizer_->step_sharded(pieces_, params_.size(), dp_);
   if (options_.stage < 3) {
     gather_working_copies();
