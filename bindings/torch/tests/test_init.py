@@ -2,6 +2,7 @@
 bound, subgroups, and two groups in a row in one process."""
 import datetime
 import os
+import tempfile
 import time
 import unittest
 
@@ -18,21 +19,34 @@ def one_allreduce(rank, size):
     assert dist.get_backend() == "ccl"
 
 
-def env_init(rank, size, port):
+def env_init(rank, size, port, tcp_port):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
                       WORLD_SIZE=str(size))
     dist.init_process_group("ccl", init_method="env://")
     one_allreduce(rank, size)
     dist.destroy_process_group()
     # and again in the same process, through tcp:// on another port
-    dist.init_process_group("ccl", init_method=f"tcp://127.0.0.1:{port + 1}", rank=rank,
+    dist.init_process_group("ccl", init_method=f"tcp://127.0.0.1:{tcp_port}", rank=rank,
                             world_size=size)
     one_allreduce(rank, size)
     dist.destroy_process_group()
 
 
-def timeout_bounds_waits(rank, size):
+def arrive_together(rank, size, directory, bound_s=120):
+    """A file barrier before init_process_group: spawned ranks import torch at different speeds
+    (seconds apart on a loaded 2-core machine), and a 3 s timeout also bounds the rendezvous."""
+    open(os.path.join(directory, f"arrived.{rank}"), "w").close()
+    deadline = time.monotonic() + bound_s
+    while not all(os.path.exists(os.path.join(directory, f"arrived.{r}")) for r in range(size)):
+        assert time.monotonic() < deadline, "the other ranks never started"
+        time.sleep(0.01)
+
+
+def timeout_bounds_waits(rank, size, directory):
     # init_process_group(timeout=3 s): rank 1 never joins the second allreduce.
+    arrive_together(rank, size, directory)
+    dist.init_process_group("ccl", init_method="file://" + os.path.join(directory, "init"),
+                            rank=rank, world_size=size, timeout=datetime.timedelta(seconds=3))
     t = torch.ones(4)
     dist.all_reduce(t)
     if rank == 0:
@@ -46,6 +60,7 @@ def timeout_bounds_waits(rank, size):
         assert 2.0 < elapsed < 30, elapsed
     else:
         time.sleep(8)
+    dist.destroy_process_group()
 
 
 def subgroups(rank, size):
@@ -76,10 +91,15 @@ class Init(unittest.TestCase):
         run_ranks(one_allreduce, 2)
 
     def test_env_then_tcp_init(self):
-        run_ranks(env_init, 2, free_port(), init=False)
+        env_port = free_port()
+        tcp_port = free_port()
+        while tcp_port == env_port:
+            tcp_port = free_port()
+        run_ranks(env_init, 2, env_port, tcp_port, init=False)
 
     def test_init_timeout_bounds_every_wait(self):
-        run_ranks(timeout_bounds_waits, 2, op_timeout=3, timeout=60)
+        with tempfile.TemporaryDirectory() as directory:
+            run_ranks(timeout_bounds_waits, 2, directory, init=False, timeout=180)
 
     def test_subgroups(self):
         for size in (2, 3, 4):
