@@ -1,6 +1,7 @@
 # ccl-sim's command line:
 #   cmake -DCCL_SIM=<ccl-sim> -DDATA_DIR=<tests/data> -DOUT_DIR=<dir> -P cli_test.cmake
-# Bad usage, the nccl-tests rows with the pick first, a machine file, and the same JSON twice.
+# Bad usage, the nccl-tests rows with the pick first, a machine file, the same JSON twice, and
+# --explain's critical path.
 
 function(fail)
   message(FATAL_ERROR "ccl-sim CLI test: ${ARGV}")
@@ -55,4 +56,15 @@ file(READ ${OUT_DIR}/sim1.json a)
 file(READ ${OUT_DIR}/sim2.json b)
 if(NOT a STREQUAL b OR NOT a MATCHES "\"program\": \"ccl-sim\"")
   fail("the JSON differs between two runs, or is not ccl-sim's")
+endif()
+
+# --explain: the critical path of the pick at the largest size, which link held it, and which
+# rank ends it, after the rows (every line a comment).
+run_sim(--nodes 2 --per-node 2 -b 1K -e 1M -f 1024 --figures default --pick-only
+        --algo allreduce:ring --explain)
+if(NOT status EQUAL 0 OR NOT out MATCHES "# --explain: ring/[A-Za-z]+, 1048576 bytes"
+   OR NOT out MATCHES "# critical path: [0-9]+ steps, ends on rank [0-9]"
+   OR NOT out MATCHES "send [0-9]+ KiB to rank [0-9] over net"
+   OR NOT out MATCHES "bytes held by nic tx")
+  fail("--explain: status ${status}, '${out}' '${err}'")
 endif()

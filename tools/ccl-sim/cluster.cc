@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <stdexcept>
 
+#include "text.h"
 #include "topology/paths.h"
 
 namespace ccl::sim {
@@ -12,12 +13,6 @@ namespace {
 
 void require(bool ok, const char* field, const std::string& rule) {
   if (!ok) throw std::invalid_argument("cluster: " + std::string(field) + " " + rule);
-}
-
-std::string printf_string(const char* fmt, auto... args) {
-  char text[256];
-  std::snprintf(text, sizeof(text), fmt, args...);
-  return text;
 }
 
 // Every pair of the machine's GPUs joined by NVLink, directly, through NVSwitches or through

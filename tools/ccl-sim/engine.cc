@@ -41,7 +41,36 @@ struct Flow {
   uint64_t message = 0;
   bool with_core = false;  // a message whose receiver reduces it as it flows
   OpRef op;
+  // Which resource held it back (--explain): the one binding it now and the bytes moved since,
+  // and the one that bound the most bytes so far.
+  int64_t bound = -1;
+  double bound_bytes = 0;
+  int64_t most_bound = -1;
+  double most_bytes = 0;
+  void note_moved(double bytes) {
+    bound_bytes += bytes;
+    if (bound_bytes > most_bytes) {
+      most_bytes = bound_bytes;
+      most_bound = bound;
+    }
+  }
 };
+
+// What an op waited for, for the critical path (only when explaining).
+struct OpTrace {
+  double begin = 0;  // its message left / its local work started
+  double done = 0;
+  OpRef gate;        // a receive: the send whose arrival completed it; a send: the message ahead
+                     // of it on its connection; none (rank -1): it waited only for its round
+  int channel = -1;  // a send's connection
+  int64_t bottleneck = -1;
+  bool pass_after_arrival = false;  // a receive reduced after its bytes had arrived
+};
+
+constexpr uint32_t kNoOp = UINT32_MAX;
+// A bound on the ops traced for --explain (40 B each): beyond it the path is not recorded.
+constexpr size_t kMaxTracedOps = size_t{16} << 20;
+constexpr size_t kMaxPathSteps = size_t{1} << 20;
 
 struct Message {
   OpRef send;
@@ -80,7 +109,7 @@ struct Event {
 
 class Sim {
  public:
-  Sim(const Network& net, std::span<const Program> programs, int period)
+  Sim(const Network& net, std::span<const Program> programs, int period, bool explain)
       : net_(net),
         programs_(programs),
         res_(net.resources()),
@@ -95,6 +124,17 @@ class Sim {
     on_resource_.resize(res_.size());
     resource_mark_.assign(res_.size(), 0);
     copy_scale_ = net.reduce_gbps() / net.copy_gbps();
+    size_t ops = 0;
+    for (const Program& p : programs) ops += p.ops.size();
+    explain_ = explain && ops <= kMaxTracedOps;
+    if (explain_) {
+      trace_.resize(programs.size());
+      last_of_round_.resize(programs.size());
+      for (size_t r = 0; r < programs.size(); ++r) {
+        trace_[r].resize(programs[r].ops.size());
+        last_of_round_[r].assign(programs[r].rounds(), kNoOp);
+      }
+    }
   }
 
   SimResult run() {
@@ -145,6 +185,7 @@ class Sim {
                   "happen and" +
                       stuck + " still wait");
     }
+    if (explain_) result_.critical_path = critical_path();
     return result_;
   }
 
@@ -174,7 +215,9 @@ class Sim {
 
   void complete(OpRef ref) {
     RankState& s = ranks_[static_cast<size_t>(ref.rank)];
+    if (explain_) trace_of(ref).done = now_;
     if (--s.pending == 0) {
+      if (explain_) last_of_round_[size_t(ref.rank)][s.round] = ref.op;
       ++s.round;
       start_round(ref.rank);
     }
@@ -197,7 +240,7 @@ class Sim {
         Channel& c = channels_[size_t(id)];
         c.queued.push_back({ref, op.bytes});
         ++result_.messages;
-        if (!c.busy) start_message(id);
+        if (!c.busy) start_message(id, OpRef{});
         break;
       }
       case OpKind::Recv:
@@ -259,9 +302,17 @@ class Sim {
     return route;
   }
 
-  void start_message(int id) {
+  // The next queued message of channel `id` starts: its latency, then its bytes. `behind`: the
+  // send whose delivery freed the channel (none when it was idle).
+  void start_message(int id, OpRef behind) {
     Channel& c = channels_[size_t(id)];
     c.busy = true;
+    if (explain_) {
+      OpTrace& t = trace_of(c.queued.front().send);
+      t.begin = now_;
+      t.gate = behind;
+      t.channel = id;
+    }
     push(now_ + c.route.alpha_us, EventKind::LatencyEnd, id, 0);
   }
 
@@ -303,8 +354,13 @@ class Sim {
     } else {
       c.arrived.push_back(bytes);
     }
-    if (!c.queued.empty()) start_message(flow.channel);
+    if (!c.queued.empty()) start_message(flow.channel, flow.op);
     if (recv.rank >= 0) {
+      if (explain_) {
+        OpTrace& t = trace_of(recv);
+        t.gate = flow.op;
+        t.pass_after_arrival = op_at(recv).kind == OpKind::RecvReduce && !flow.with_core;
+      }
       // Posted while the bytes flowed without the core: the reduction is left to do.
       if (op_at(recv).kind == OpKind::RecvReduce && !flow.with_core) {
         local_job(recv, double(bytes));
@@ -335,6 +391,7 @@ class Sim {
   }
 
   void local_job(OpRef op, double core_bytes) {
+    if (explain_) trace_of(op).begin = now_;
     const uint32_t f = new_flow(core_bytes);
     Flow& flow = flows_[f];
     flow.op = op;
@@ -359,6 +416,10 @@ class Sim {
     }
     free_flows_.push_back(f);
     touch(flow);
+    if (explain_) {
+      flow.note_moved(flow.remaining);
+      trace_of(flow.op).bottleneck = flow.most_bound;
+    }
     const Flow done = flow;  // deliver() may make flows, which may move flows_
     if (done.channel >= 0) {
       deliver(done);
@@ -394,12 +455,25 @@ class Sim {
 
   void update_rate(uint32_t g) {
     Flow& flow = flows_[g];
-    flow.remaining = std::max(0.0, flow.remaining - flow.rate * (now_ - flow.last));
+    const double moved = std::min(flow.remaining, flow.rate * (now_ - flow.last));
+    flow.remaining = std::max(0.0, flow.remaining - moved);
     flow.last = now_;
     double rate = std::numeric_limits<double>::infinity();
+    int64_t bound = -1;
     for (int i = 0; i < flow.nres; ++i) {
       const uint32_t r = flow.res[size_t(i)];
-      rate = std::min(rate, res_[r].gbps * kBytesPerUsPerGbps / double(on_resource_[r].size()));
+      const double share = res_[r].gbps * kBytesPerUsPerGbps / double(on_resource_[r].size());
+      if (share < rate) {
+        rate = share;
+        bound = r;
+      }
+    }
+    if (explain_ && bound != flow.bound) {
+      flow.note_moved(moved);
+      flow.bound = bound;
+      flow.bound_bytes = 0;
+    } else if (explain_) {
+      flow.note_moved(moved);
     }
     // An unchanged rate keeps its end event: most flows sharing a resource with one that starts
     // or ends are held back elsewhere (their bottleneck did not move).
@@ -409,6 +483,56 @@ class Sim {
     ++flow.version;
     const double left = flow.remaining <= 0 || std::isinf(rate) ? 0.0 : flow.remaining / rate;
     push(now_ + left, EventKind::FlowEnd, int(g), flow.version);
+  }
+
+  // --- the critical path ---
+
+  OpTrace& trace_of(OpRef ref) { return trace_[size_t(ref.rank)][ref.op]; }
+
+  uint32_t round_of(OpRef ref) const {
+    const auto& ends = programs_[size_t(ref.rank)].round_end;
+    return uint32_t(std::upper_bound(ends.begin(), ends.end(), ref.op) - ends.begin());
+  }
+
+  // The op whose completion started `rank`'s round `round` (the last to finish in the rounds
+  // before it that had ops); none for its first.
+  OpRef round_gate(int rank, uint32_t round) const {
+    const auto& last = last_of_round_[size_t(rank)];
+    while (round-- > 0) {
+      if (last[round] != kNoOp) return {rank, last[round]};
+    }
+    return {};
+  }
+
+  std::vector<PathStep> critical_path() {
+    std::vector<PathStep> path;
+    const int last_rank = result_.last_rank;
+    OpRef cur = round_gate(last_rank, uint32_t(programs_[size_t(last_rank)].rounds()));
+    while (cur.rank >= 0 && path.size() < kMaxPathSteps) {
+      const OpTrace& t = trace_of(cur);
+      const Op& op = op_at(cur);
+      PathStep step{cur.rank, round_of(cur), op.kind, op.peer, op.bytes, t.begin, t.done};
+      step.bottleneck = t.bottleneck;
+      if ((op.kind == OpKind::Recv || op.kind == OpKind::RecvReduce) && t.gate.rank >= 0) {
+        // Completed by its message: the path goes on through the send, after the reduction
+        // that followed the arrival if there was one.
+        if (t.pass_after_arrival) {
+          step.begin_us = trace_of(t.gate).done;
+          path.push_back(step);
+        }
+        cur = t.gate;
+        continue;
+      }
+      if (op.kind == OpKind::Send) {
+        const Route& route = channels_[size_t(t.channel)].route;
+        step.latency_us = route.alpha_us;
+        step.link = route.link;
+      }
+      path.push_back(step);
+      cur = op.kind == OpKind::Send && t.gate.rank >= 0 ? t.gate : round_gate(cur.rank, step.round);
+    }
+    std::reverse(path.begin(), path.end());
+    return path;
   }
 
   const Network& net_;
@@ -431,12 +555,16 @@ class Sim {
   double now_ = 0;
   double copy_scale_ = 1;
   SimResult result_;
+  bool explain_ = false;
+  std::vector<std::vector<OpTrace>> trace_;           // [rank][op], when explaining
+  std::vector<std::vector<uint32_t>> last_of_round_;  // [rank][round]: the op that ended it
 };
 
 }  // namespace
 
-SimResult simulate(const Network& network, std::span<const Program> programs, int period) {
-  return Sim(network, programs, period).run();
+SimResult simulate(const Network& network, std::span<const Program> programs, int period,
+                   bool explain) {
+  return Sim(network, programs, period, explain).run();
 }
 
 }  // namespace ccl::sim

@@ -28,12 +28,32 @@
 
 namespace ccl::sim {
 
+/// One step of a run's critical path: the chain of ops, each waiting for the one before it, that
+/// ends when the last rank finishes. A message step runs from when its bytes could leave (its send
+/// posted, or the message before it on the same connection delivered) to their arrival: the
+/// route's latency, then its bytes at the share of its bottleneck. A local step is a copy or
+/// reduction on the rank's core, or the pass over bytes that arrived before their receive.
+/// Consecutive steps touch: each begins where the one it waited for ended.
+struct PathStep {
+  int rank = 0;  // the rank that ran it (over a quotient: its representative)
+  uint32_t round = 0;
+  OpKind kind = OpKind::Copy;  // Send for a message (rank sends to peer), else the local work's op
+  int peer = -1;
+  uint64_t bytes = 0;
+  double begin_us = 0;
+  double end_us = 0;
+  double latency_us = 0;    // a message's route latency, inside [begin, end]
+  const char* link = "";    // a message's link class ("shm", "net", ...)
+  int64_t bottleneck = -1;  // the resource that bound its bytes longest (network index)
+};
+
 struct SimResult {
   double time_us = 0;             // when the last rank finished
   int last_rank = 0;              // which rank that was
   std::vector<double> finish_us;  // by rank
   uint64_t events = 0;            // events processed (the cost of the run)
   uint64_t messages = 0;
+  std::vector<PathStep> critical_path;  // first step first; filled when simulate() explains
 };
 
 /// Runs `programs` (one per rank of `network`) to completion. Throws ccl::Error (cclInternalError)
@@ -47,6 +67,10 @@ struct SimResult {
 /// representative q mod P, from the sender moved as far; shared resources are the
 /// representatives', so contention on them is counted as in the whole job. Times are exact for
 /// such jobs, not an approximation: every rank of an orbit does the same at the same time.
-SimResult simulate(const Network& network, std::span<const Program> programs, int period = 0);
+///
+/// With `explain`, the result also carries the critical path (PathStep): every op's completion is
+/// traced and the chain is followed back from the last rank's last op.
+SimResult simulate(const Network& network, std::span<const Program> programs, int period = 0,
+                   bool explain = false);
 
 }  // namespace ccl::sim

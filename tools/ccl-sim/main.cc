@@ -18,6 +18,7 @@
 #include "cluster.h"
 #include "core/comm_layout.h"
 #include "core/tuning/tuner.h"
+#include "explain.h"
 #include "model.h"
 #include "options.h"
 #include "plan.h"
@@ -29,6 +30,9 @@ namespace {
 
 using namespace ccl;
 using namespace ccl::sim;
+
+// Steps of the critical path --explain prints: the first and last half of these.
+constexpr size_t kExplainSteps = 40;
 
 struct Args {
   int ranks = 0;
@@ -227,9 +231,12 @@ int main(int argc, char** argv) {
     std::printf("%s", perf::column_header(false).c_str());
 
     nlohmann::json results = nlohmann::json::array();
+    std::string explanation;
     double busbw_sum = 0;
     int busbw_rows = 0;
-    for (size_t bytes : perf::size_sweep(args.min_bytes, args.max_bytes, 0, args.factor)) {
+    const std::vector<size_t> sizes =
+        perf::size_sweep(args.min_bytes, args.max_bytes, 0, args.factor);
+    for (size_t bytes : sizes) {
       const perf::Geometry g = perf::geometry(pcoll, bytes, 4, n);
       const size_t call_bytes = g.param_count * 4;
       Call call;
@@ -238,8 +245,10 @@ int main(int argc, char** argv) {
       call.root = args.root % n;
       call.average = args.average;
       for (const Candidate& c : candidates(tuner, collective, call_bytes, !args.pick_only)) {
+        // --explain traces the pick at the largest size: its critical path follows the rows.
+        const bool trace = args.explain && c.pick && bytes == sizes.back();
         const Outcome out = run_candidate(cluster, c, call, layout.host_of_rank, layout.ring_order,
-                                          layout.tree_order);
+                                          layout.tree_order, trace);
         Call in_place_call = call;
         in_place_call.in_place = true;
         const Outcome in_place = run_candidate(cluster, c, in_place_call, layout.host_of_rank,
@@ -264,6 +273,12 @@ int main(int argc, char** argv) {
                       static_cast<unsigned long long>(out.detail.messages),
                       static_cast<unsigned long long>(out.detail.events));
         }
+        if (trace) {
+          explanation = "# --explain: " + candidate_name(c) + ", " +
+                        std::to_string(perf::row_bytes(g, 4)) + " bytes, out of place\n" +
+                        (out.simulated ? describe_path(out.detail, cluster, kExplainSteps)
+                                       : "# not simulated: " + out.note + "\n");
+        }
         if (c.pick) {
           busbw_sum += busbw;
           ++busbw_rows;
@@ -283,6 +298,7 @@ int main(int argc, char** argv) {
       }
     }
     std::printf("%s", perf::footer(0, busbw_rows ? busbw_sum / busbw_rows : 0).c_str());
+    std::printf("%s", explanation.c_str());
     if (!args.json.empty()) {
       std::ofstream out(args.json);
       out << nlohmann::json{{"program", "ccl-sim"}, {"results", results}}.dump(1) << "\n";

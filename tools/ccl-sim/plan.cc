@@ -72,7 +72,7 @@ bool moved_by(const Program& base, const Program& moved, int shift, int n) {
 
 Outcome run_candidate(const Network& network, const Candidate& candidate, const Call& call,
                       std::span<const int> host_of_rank, std::span<const int> ring_order,
-                      std::span<const int> tree_order) {
+                      std::span<const int> tree_order, bool explain) {
   Outcome outcome;
   const tune::AlgorithmEntry& entry = *candidate.entry;
   const auto model_only = [&](std::string note) {
@@ -82,7 +82,7 @@ Outcome run_candidate(const Network& network, const Candidate& candidate, const 
   };
   if (entry.build == nullptr) return model_only("cost model: no schedule");
   const auto simulated = [&](const std::vector<Program>& programs, int period) {
-    outcome.detail = simulate(network, programs, period);
+    outcome.detail = simulate(network, programs, period, explain);
     outcome.time_us = outcome.detail.time_us;
     outcome.simulated = true;
     outcome.ranks_run = int(programs.size());

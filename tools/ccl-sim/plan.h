@@ -57,9 +57,10 @@ inline constexpr uint64_t kMaxSimulatedOps = uint64_t{200} << 20;
 /// has it too (rank r + kP's program is rank r's with peers moved by kP, checked on sampled ranks
 /// and orbits), only ranks 0..P-1 run, exactly (engine.h). A run whose programs would hold more
 /// than kMaxSimulatedOps ops is not simulated: `note` says so and time_us is the cost model's.
+/// `explain`: detail carries the critical path (engine.h).
 Outcome run_candidate(const Network& network, const Candidate& candidate, const Call& call,
                       std::span<const int> host_of_rank, std::span<const int> ring_order,
-                      std::span<const int> tree_order);
+                      std::span<const int> tree_order, bool explain = false);
 
 /// "ring/Simple", "direct/LL" ...
 std::string candidate_name(const Candidate& candidate);
