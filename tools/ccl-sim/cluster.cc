@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <stdexcept>
+#include <string_view>
 
 #include "text.h"
 #include "topology/paths.h"
@@ -74,10 +75,13 @@ Cluster::Cluster(const ClusterSpec& spec, const SimModel& model) : spec_(spec), 
   // Names short enough for std::string's inline buffer up to 10^5 ranks: no allocation each.
   resources_.resize(leaf_base_ + 2 * static_cast<size_t>(nleaves_));
   const double port_gbps = intra_figures().beta_gbps;
+  // Shared memory is CPUs copying; NVLink is GPUs', and the GPU's own memory is not a CPU cache.
+  const bool shm_ports = !spec.nvlink && spec.shm;
   for (int r = 0; r < nranks_; ++r) {
-    resources_[port_tx(r)] = {"rank " + std::to_string(r) + " tx", port_gbps};
-    resources_[port_rx(r)] = {"rank " + std::to_string(r) + " rx", port_gbps};
-    resources_[core_of(r)] = {"rank " + std::to_string(r) + " core", model.reduce_gbps};
+    resources_[port_tx(r)] = {"rank " + std::to_string(r) + " tx", port_gbps, shm_ports};
+    resources_[port_rx(r)] = {"rank " + std::to_string(r) + " rx", port_gbps, shm_ports};
+    resources_[core_of(r)] = {"rank " + std::to_string(r) + " core", model.reduce_gbps,
+                              !spec.nvlink};
   }
   const double nic_gbps = model.net.beta_gbps * spec.nics_per_node;
   for (int h = 0; h < spec.nodes; ++h) {
@@ -133,7 +137,14 @@ Route Cluster::route(int from, int to) const {
     route.alpha_us = intra_figures().alpha_us;
     route.link = intra_link();
     route.add(port_tx(from));
-    route.sender = 1;
+    if (std::string_view(route.link) == "shm") {
+      // The sender's core copies the bytes into the shared buffer as the receiver's copies them
+      // out: both cores are busy while they flow (a ring step shares each with the step the
+      // rank receives at the same time).
+      route.add(core_of(from));
+      route.receiver_copies = true;
+    }
+    route.sender = route.count;
     route.add(port_rx(to));
     return route;
   }

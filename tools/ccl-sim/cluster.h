@@ -78,6 +78,10 @@ class Cluster : public Network {
   double copy_gbps() const override { return model_.copy_gbps; }
   double reduce_gbps() const override { return model_.reduce_gbps; }
   double call_overhead_us() const override { return model_.call_overhead_us; }
+  double direct_overhead_us() const override { return model_.direct_overhead_us; }
+  double memory_scale(uint64_t footprint_bytes) const override {
+    return sim::memory_scale(model_, footprint_bytes);
+  }
   int symmetry_period() const override;
 
   const ClusterSpec& spec() const { return spec_; }

@@ -96,7 +96,7 @@ struct RankState {
   double finish = 0;
 };
 
-enum class EventKind : uint8_t { RankStart, LatencyEnd, FlowEnd };
+enum class EventKind : uint8_t { RankStart, LatencyEnd, FlowEnd, DelayEnd };
 
 struct Event {
   double t;
@@ -109,12 +109,12 @@ struct Event {
 
 class Sim {
  public:
-  Sim(const Network& net, std::span<const Program> programs, int period, bool explain)
+  Sim(const Network& net, std::span<const Program> programs, const SimOptions& options)
       : net_(net),
         programs_(programs),
         res_(net.resources()),
         full_(net.nranks()),
-        period_(period == 0 ? net.nranks() : period) {
+        period_(options.period == 0 ? net.nranks() : options.period) {
     if (period_ < 1 || full_ % period_ != 0 || static_cast<int>(programs.size()) != period_) {
       throw Error(cclInternalError, "ccl-sim: " + std::to_string(programs.size()) +
                                         " programs for " + std::to_string(full_) +
@@ -126,7 +126,11 @@ class Sim {
     copy_scale_ = net.reduce_gbps() / net.copy_gbps();
     size_t ops = 0;
     for (const Program& p : programs) ops += p.ops.size();
-    explain_ = explain && ops <= kMaxTracedOps;
+    explain_ = options.explain && ops <= kMaxTracedOps;
+    capacity_.reserve(res_.size());
+    for (const Resource& r : res_) {
+      capacity_.push_back(r.gbps * kBytesPerUsPerGbps * (r.memory ? options.memory_scale : 1.0));
+    }
     if (explain_) {
       trace_.resize(programs.size());
       last_of_round_.resize(programs.size());
@@ -160,6 +164,9 @@ class Sim {
           break;
         case EventKind::FlowEnd:
           if (flows_[e.id].live && flows_[e.id].version == e.version) end_flow(e.id);
+          break;
+        case EventKind::DelayEnd:
+          complete(delays_[e.id]);
           break;
       }
     }
@@ -264,6 +271,11 @@ class Sim {
       case OpKind::Reduce:
         local_job(ref, double(op.bytes));
         break;
+      case OpKind::Delay:
+        if (explain_) trace_of(ref).begin = now_;
+        delays_.push_back(ref);
+        push(now_ + double(op.bytes) * 1e-3, EventKind::DelayEnd, int(delays_.size() - 1), 0);
+        break;
     }
   }
 
@@ -296,6 +308,7 @@ class Sim {
     Route route;
     route.alpha_us = sender.alpha_us;
     route.link = sender.link;
+    route.receiver_copies = sender.receiver_copies;
     for (int i = 0; i < sender.sender; ++i) route.add(sender.resources[size_t(i)]);
     route.sender = route.count;
     for (int i = receiver.sender; i < receiver.count; ++i) route.add(receiver.resources[size_t(i)]);
@@ -326,7 +339,7 @@ class Sim {
     bool with_core = false;
     if (c.recv_posted > index) {
       const OpRef recv = c.recvs[size_t(index - c.matched)];
-      with_core = op_at(recv).kind == OpKind::RecvReduce;
+      with_core = op_at(recv).kind == OpKind::RecvReduce || c.route.receiver_copies;
     }
     const uint32_t f = new_flow(double(m.bytes));
     Flow& flow = flows_[f];
@@ -336,7 +349,11 @@ class Sim {
     flow.with_core = with_core;
     for (int i = 0; i < c.route.count; ++i)
       flow.res[size_t(flow.nres++)] = c.route.resources[size_t(i)];
-    if (with_core) flow.res[size_t(flow.nres++)] = net_.core_of(c.to);
+    const uint32_t core = net_.core_of(c.to);
+    if (with_core && std::find(flow.res.begin(), flow.res.begin() + flow.nres, core) ==
+                         flow.res.begin() + flow.nres) {
+      flow.res[size_t(flow.nres++)] = core;
+    }
     start_flow(f);
   }
 
@@ -361,14 +378,20 @@ class Sim {
         t.gate = flow.op;
         t.pass_after_arrival = op_at(recv).kind == OpKind::RecvReduce && !flow.with_core;
       }
-      // Posted while the bytes flowed without the core: the reduction is left to do.
-      if (op_at(recv).kind == OpKind::RecvReduce && !flow.with_core) {
-        local_job(recv, double(bytes));
+      // Posted while the bytes flowed without the core: the reduction (or the copy out of a
+      // shared buffer) is left to do.
+      const bool reduce = op_at(recv).kind == OpKind::RecvReduce;
+      if (!flow.with_core && (reduce || flow_route_copies(flow))) {
+        local_job(recv, reduce ? double(bytes) : double(bytes) * copy_scale_);
       } else {
         complete(recv);
       }
     }
     complete(flow.op);
+  }
+
+  bool flow_route_copies(const Flow& flow) const {
+    return channels_[size_t(flow.channel)].route.receiver_copies;
   }
 
   // --- flows ---
@@ -462,7 +485,7 @@ class Sim {
     int64_t bound = -1;
     for (int i = 0; i < flow.nres; ++i) {
       const uint32_t r = flow.res[size_t(i)];
-      const double share = res_[r].gbps * kBytesPerUsPerGbps / double(on_resource_[r].size());
+      const double share = capacity_[r] / double(on_resource_[r].size());
       if (share < rate) {
         rate = share;
         bound = r;
@@ -538,12 +561,14 @@ class Sim {
   const Network& net_;
   std::span<const Program> programs_;
   const std::vector<Resource>& res_;
-  int full_;    // ranks of the network
-  int period_;  // ranks simulated: all, or the representatives of a quotient
+  std::vector<double> capacity_;  // bytes per us, by resource (memory_scale applied)
+  int full_;                      // ranks of the network
+  int period_;                    // ranks simulated: all, or the representatives of a quotient
   std::vector<RankState> ranks_;
   std::vector<Channel> channels_;
   std::unordered_map<uint64_t, int> channel_index_;
   std::vector<Flow> flows_;
+  std::vector<OpRef> delays_;  // by DelayEnd event id
   std::vector<uint32_t> free_flows_;
   std::vector<std::vector<uint32_t>> on_resource_;
   uint64_t epoch_ = 0;
@@ -562,9 +587,9 @@ class Sim {
 
 }  // namespace
 
-SimResult simulate(const Network& network, std::span<const Program> programs, int period,
-                   bool explain) {
-  return Sim(network, programs, period, explain).run();
+SimResult simulate(const Network& network, std::span<const Program> programs,
+                   const SimOptions& options) {
+  return Sim(network, programs, options).run();
 }
 
 }  // namespace ccl::sim

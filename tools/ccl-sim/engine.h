@@ -56,21 +56,32 @@ struct SimResult {
   std::vector<PathStep> critical_path;  // first step first; filled when simulate() explains
 };
 
+struct SimOptions {
+  /// Ranks r and r + period behave alike: only 0..period-1 run (0: every rank; below).
+  int period = 0;
+  /// Trace the critical path (SimResult::critical_path).
+  bool explain = false;
+  /// The rate of the resources that are a CPU copying through memory (Resource::memory: shm
+  /// ports, cores) relative to their figures, which were measured in cache: below 1 when the
+  /// call's buffers do not fit (SimModel's memory_scale).
+  double memory_scale = 1;
+};
+
 /// Runs `programs` (one per rank of `network`) to completion. Throws ccl::Error (cclInternalError)
 /// naming the ranks and rounds still waiting when no event is left (a schedule that deadlocks), or
 /// when a program's peer is outside the network.
 ///
-/// With `period` P (0: none), only ranks 0..P-1 run (`programs` has P entries): the quotient of a
-/// job whose ranks r and r + P behave alike. That holds when the network maps onto itself moving
-/// every rank by P (Network::symmetry_period divides P) and rank r + P's program is rank r's with
-/// every peer moved by P (plan.cc checks it). A message rank r sends to rank q then reaches q's
-/// representative q mod P, from the sender moved as far; shared resources are the
+/// With options.period P (0: none), only ranks 0..P-1 run (`programs` has P entries): the quotient
+/// of a job whose ranks r and r + P behave alike. That holds when the network maps onto itself
+/// moving every rank by P (Network::symmetry_period divides P) and rank r + P's program is rank r's
+/// with every peer moved by P (plan.cc checks it). A message rank r sends to rank q then reaches
+/// q's representative q mod P, from the sender moved as far; shared resources are the
 /// representatives', so contention on them is counted as in the whole job. Times are exact for
 /// such jobs, not an approximation: every rank of an orbit does the same at the same time.
 ///
-/// With `explain`, the result also carries the critical path (PathStep): every op's completion is
-/// traced and the chain is followed back from the last rank's last op.
-SimResult simulate(const Network& network, std::span<const Program> programs, int period = 0,
-                   bool explain = false);
+/// With options.explain, the result also carries the critical path (PathStep): every op's
+/// completion is traced and the chain is followed back from the last rank's last op.
+SimResult simulate(const Network& network, std::span<const Program> programs,
+                   const SimOptions& options = {});
 
 }  // namespace ccl::sim

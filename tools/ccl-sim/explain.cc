@@ -31,6 +31,8 @@ const char* local_work_name(OpKind kind) {
       return "copy out of arrived bytes";
     case OpKind::RecvReduce:
       return "reduction of arrived bytes";
+    case OpKind::Delay:
+      return "the next call's fixed overhead";
     case OpKind::Send:
       break;
   }
@@ -48,6 +50,8 @@ std::string step_line(size_t index, const PathStep& step, const Network& network
   if (step.kind == OpKind::Send) {
     what = printf_string("send %s to rank %d over %s", size_text(step.bytes).c_str(), step.peer,
                          step.link);
+  } else if (step.kind == OpKind::Delay) {
+    what = local_work_name(step.kind);
   } else {
     what = printf_string("%s of %s", local_work_name(step.kind), size_text(step.bytes).c_str());
   }
@@ -94,6 +98,8 @@ std::string describe_path(const SimResult& result, const Network& network, size_
     if (step.kind == OpKind::Send) {
       add(std::string("latency (") + step.link + ")", step.latency_us);
       add("bytes held by " + resource_kind(held_by(step, network)), span - step.latency_us);
+    } else if (step.kind == OpKind::Delay) {
+      add("later calls' fixed overhead", span);
     } else {
       add(std::string(local_work_name(step.kind)) + " on " + resource_kind(held_by(step, network)),
           span);

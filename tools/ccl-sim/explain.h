@@ -11,7 +11,7 @@
 
 namespace ccl::sim {
 
-/// `result` must come from simulate(..., explain = true) over `network`. Prints a breakdown whose
+/// `result` must come from simulate() with options.explain over `network`. Prints a breakdown whose
 /// parts add up to the run's time, then the steps (all of them up to `max_steps`, else the first
 /// and last max_steps / 2), every line starting with '#' so that parsers of the rows skip them.
 /// A path that was not traced (a run too large to trace) is said so in one line.

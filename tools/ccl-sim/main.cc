@@ -57,6 +57,7 @@ struct Args {
   bool average = false;
   bool no_shm = false;
   int root = 0;
+  int calls = 1;
 };
 
 [[noreturn]] void usage(const std::string& why) {
@@ -67,7 +68,7 @@ struct Args {
       "reduce|allgather|reducescatter|alltoall] [-b MIN] [-e MAX] [-f FACTOR] [--topo FILE] "
       "[--fabric fat-tree|rail] [--oversub R] [--nodes-per-leaf K] [--nics K] [--algo A] "
       "[--proto P] [--model FILE] [--figures cache|default|FILE] [--op sum|avg] [-r ROOT] "
-      "[--no-shm] [--pick-only] [--json FILE] [--explain]\n",
+      "[--no-shm] [--pick-only] [--calls K] [--json FILE] [--explain]\n",
       why.c_str());
   std::exit(2);
 }
@@ -138,6 +139,8 @@ Args parse(int argc, char** argv) {
       a.average = op == "avg";
     } else if (flag == "-r" || flag == "--root") {
       a.root = to_int(flag, value(), 0);
+    } else if (flag == "--calls") {
+      a.calls = to_int(flag, value(), 1);
     } else if (flag == "--explain") {
       a.explain = true;
     } else if (flag == "--pick-only") {
@@ -244,6 +247,7 @@ int main(int argc, char** argv) {
       call.count = g.param_count;
       call.root = args.root % n;
       call.average = args.average;
+      call.calls = args.calls;
       for (const Candidate& c : candidates(tuner, collective, call_bytes, !args.pick_only)) {
         // --explain traces the pick at the largest size: its critical path follows the rows.
         const bool trace = args.explain && c.pick && bytes == sizes.back();
@@ -286,6 +290,7 @@ int main(int argc, char** argv) {
         results.push_back({{"collective", tune::collective_name(collective)},
                            {"bytes", perf::row_bytes(g, 4)},
                            {"ranks", n},
+                           {"calls", args.calls},
                            {"algorithm", tune::algorithm_name(c.entry->algorithm)},
                            {"protocol", tune::protocol_name(c.protocol)},
                            {"pick", c.pick},

@@ -25,10 +25,18 @@ namespace {
 constexpr tune::LinkFigures kNvlink{2.0, 360.0};
 // perf/README.md: an 8-byte allreduce at 2 ranks takes about 1.2-2.5 us end to end on the VM, of
 // which the host cost of the call (build, queue, driver calls) is 0.3-1 us; 1 us is the fixed
-// part the links do not explain.
+// part the links do not explain. The direct path skips the planner and the executor: its probed
+// alpha (0.26 us) is the window's work alone, and the 2-rank calls of up to 512 B that
+// perf/sim/validate.py measured took 0.8-0.9 us, so 0.5 us is its call's own cost.
 constexpr double kCallOverheadUs = 1.0;
+constexpr double kDirectOverheadUs = 0.5;
+// The 2-core VM (lscpu): 2 MiB of L2 per core; memcpy (perf/micro copy_bench) moves 27 GiB/s
+// at 1 MiB and 14 GiB/s at 64 MiB, where the buffers come from memory: 0.52 of the rate in
+// cache. A model file sets both for another machine.
+constexpr double kCacheBytes = 2.0 * 1024 * 1024;
+constexpr double kMemoryFactor = 0.52;
 
-enum class Kind { Alpha, Bandwidth };
+enum class Kind { Alpha, Bandwidth, Fraction };
 
 struct Key {
   const char* name;
@@ -52,6 +60,10 @@ const Key kKeys[] = {
     {"reduce_gbps", [](SimModel& m) -> double& { return m.reduce_gbps; }, Kind::Bandwidth},
     {"copy_gbps", [](SimModel& m) -> double& { return m.copy_gbps; }, Kind::Bandwidth},
     {"call_overhead_us", [](SimModel& m) -> double& { return m.call_overhead_us; }, Kind::Alpha},
+    {"direct_overhead_us", [](SimModel& m) -> double& { return m.direct_overhead_us; },
+     Kind::Alpha},
+    {"cache_bytes", [](SimModel& m) -> double& { return m.cache_bytes; }, Kind::Alpha},
+    {"memory_factor", [](SimModel& m) -> double& { return m.memory_factor; }, Kind::Fraction},
 };
 constexpr size_t kNumKeys = sizeof(kKeys) / sizeof(kKeys[0]);
 
@@ -59,6 +71,7 @@ const char* range_error(Kind kind, double v) {
   if (!std::isfinite(v)) return "not a finite number";
   if (kind == Kind::Alpha && v < 0) return "must be >= 0";
   if (kind == Kind::Bandwidth && v <= 0) return "must be > 0";
+  if (kind == Kind::Fraction && (v <= 0 || v > 1)) return "must be in (0, 1]";
   return nullptr;
 }
 
@@ -76,7 +89,16 @@ SimModel from_figures(const tune::Figures& figures) {
   // The direct path's beta is measured as a plain copy between windows: the memcpy rate.
   m.copy_gbps = figures.direct.beta_gbps;
   m.call_overhead_us = kCallOverheadUs;
+  m.direct_overhead_us = kDirectOverheadUs;
+  m.cache_bytes = kCacheBytes;
+  m.memory_factor = kMemoryFactor;
   return m;
+}
+
+double memory_scale(const SimModel& model, double footprint_bytes) {
+  if (footprint_bytes <= model.cache_bytes) return 1;
+  const double in_cache = model.cache_bytes / footprint_bytes;
+  return 1 / (in_cache + (1 - in_cache) / model.memory_factor);
 }
 
 void check_model(const SimModel& model, const char* where) {

@@ -25,7 +25,19 @@ struct SimModel {
   double reduce_gbps = 1;       // bytes one rank reduces a second (memory-bound sum)
   double copy_gbps = 1;         // a local memcpy on one rank
   double call_overhead_us = 0;  // API, planning and queueing of one collective call on a rank
+  double direct_overhead_us = 0;  // the same on the direct path (no planner, no executor)
+  // A CPU's copies above its cache: the figures (shm, reduce, copy) are probed with buffers that
+  // fit in cache; a call whose buffers take more than cache_bytes on a rank runs them slower, by
+  // memory_factor once nothing fits (memory_scale).
+  double cache_bytes = 0;
+  double memory_factor = 1;
 };
+
+// The rate of a CPU's copies for a call whose buffers take `footprint_bytes` on a rank, relative
+// to the in-cache figures: the share h = cache_bytes / footprint (at most 1) of its bytes runs at
+// the cache's rate, the rest at memory_factor of it, so the time per byte is h + (1 - h) /
+// memory_factor and the rate its inverse. 1 when the footprint fits.
+double memory_scale(const SimModel& model, double footprint_bytes);
 
 // The model the tuner's `figures` imply, with the defaults of model.cc for the rest.
 SimModel from_figures(const tune::Figures& figures);
@@ -37,8 +49,9 @@ void check_model(const SimModel& model, const char* where);
 // `base` with the keys of the file at `path` replaced: "key value" lines, '#' to the end of a
 // line is a comment. Keys: shm.alpha_us shm.beta_gbps nvlink.alpha_us nvlink.beta_gbps
 // net.alpha_us net.beta_gbps fabric.gbps direct.alpha_us direct.beta_gbps reduce_gbps copy_gbps
-// call_overhead_us. An unreadable file, an unknown or repeated key, a missing, extra or
-// out-of-range value throws InvalidArgument naming the file, the line and the key.
+// call_overhead_us direct_overhead_us cache_bytes memory_factor. An unreadable file, an unknown or
+// repeated key, a missing, extra or out-of-range value throws InvalidArgument naming the file, the
+// line and the key.
 SimModel read_model_file(const std::string& path, const SimModel& base);
 
 // Every key of the model, one "key value" line each, in the order above: a model file that

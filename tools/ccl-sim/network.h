@@ -18,8 +18,11 @@ namespace ccl::sim {
 
 /// One shared capacity, in GB/s (10^9 bytes a second).
 struct Resource {
-  std::string name;  // "rank 3 copy", "host 1 nic tx", "leaf 0 up": for --explain
+  std::string name;  // "rank 3 tx", "nic 1 tx", "leaf 0 up": for --explain
   double gbps = 1;
+  /// A CPU copying through memory (a core, a shared-memory port): its figure was measured with
+  /// buffers in cache, and a call whose buffers are not runs it slower (SimOptions::memory_scale).
+  bool memory = false;
 };
 
 /// The way from one rank to another: the latency of one message (paid once, before its bytes
@@ -35,6 +38,10 @@ struct Route {
   int sender = 0;
   /// What kind of link it is, for reports ("shm", "nvlink", "net").
   const char* link = "";
+  /// The receiver's core copies the bytes out as they arrive (shared memory: a CPU moves them at
+  /// both ends), so a posted receive occupies it while they flow; a receive posted late copies
+  /// them out afterwards.
+  bool receiver_copies = false;
   void add(uint32_t resource) { resources[static_cast<size_t>(count++)] = resource; }
 };
 
@@ -52,6 +59,14 @@ class Network {
   virtual double reduce_gbps() const = 0;
   /// The fixed cost of one collective call on a rank (API, planning, queueing), in us.
   virtual double call_overhead_us() const = 0;
+  /// The same for a call on the direct path (no schedule: no planner, no executor).
+  virtual double direct_overhead_us() const { return call_overhead_us(); }
+  /// The rate of Resource::memory resources, relative to their figures, for a call whose
+  /// buffers take `footprint_bytes` on each rank (1: as measured, in cache).
+  virtual double memory_scale(uint64_t footprint_bytes) const {
+    (void)footprint_bytes;
+    return 1;
+  }
   /// The smallest P such that moving every rank by P (mod nranks) maps the network onto itself
   /// (resources and routes alike); nranks when there is no such symmetry.
   virtual int symmetry_period() const { return nranks(); }

@@ -2,6 +2,8 @@
 // built as the planner builds them (src/core/comm/planner.cc), then the engine.
 #include "plan.h"
 
+#include <algorithm>
+
 #include "core/tuning/cost_model.h"
 
 namespace ccl::sim {
@@ -20,7 +22,8 @@ std::vector<Candidate> candidates(const tune::Tuner& tuner, tune::Collective col
                                   size_t bytes, bool all) {
   std::vector<Candidate> out;
   const tune::Choice choice = tuner.choose(collective, bytes);
-  out.push_back({choice.entry, choice.protocol, choice.chunk_bytes, choice.predicted_us, true});
+  out.push_back({choice.entry, choice.protocol, choice.chunk_bytes, choice.predicted_us, true,
+                 &tuner, bytes});
   if (!all) return out;
   const tune::CostModel model(tuner.shape(), tuner.figures());
   for (const tune::AlgorithmEntry* entry : tune::entries_of(collective)) {
@@ -30,8 +33,8 @@ std::vector<Candidate> candidates(const tune::Tuner& tuner, tune::Collective col
       if (tune::unavailable(*entry, tuner.shape(), p, bytes) != nullptr) continue;
       if (entry == choice.entry && p == choice.protocol) continue;
       out.push_back({entry, p, chunk_of(*entry, p, tuner.shape()),
-                     tuner.shape().nranks == 1 ? 0.0 : entry->cost(model, p, double(bytes)),
-                     false});
+                     tuner.shape().nranks == 1 ? 0.0 : entry->cost(model, p, double(bytes)), false,
+                     &tuner, bytes});
     }
   }
   return out;
@@ -70,22 +73,78 @@ bool moved_by(const Program& base, const Program& moved, int shift, int n) {
 
 }  // namespace
 
+namespace {
+
+// The candidate's cost-model time with the figures of a CPU's copies scaled by `memory_scale`.
+double cost_model_us(const Candidate& candidate, double memory_scale) {
+  if (memory_scale == 1 || candidate.tuner == nullptr || candidate.tuner->shape().nranks == 1) {
+    return candidate.predicted_us;
+  }
+  tune::Figures figures = candidate.tuner->figures();
+  figures.shm.beta_gbps *= memory_scale;
+  figures.direct.beta_gbps *= memory_scale;
+  figures.reduce_gbps *= memory_scale;
+  const tune::CostModel model(candidate.tuner->shape(), figures);
+  const auto bytes = double(candidate.call_bytes);
+  return candidate.entry->cost(model, candidate.protocol, bytes);
+}
+
+}  // namespace
+
+double footprint_bytes(const Call& call, int nranks) {
+  const double b = double(call.count) * double(call.elem_size);
+  const double n = nranks;
+  double in = b, out = b;
+  switch (call.collective) {
+    case tune::Collective::AllGather:  // b in, n b out
+      out = n * b;
+      break;
+    case tune::Collective::ReduceScatter:  // n b in, b out
+      in = n * b;
+      break;
+    case tune::Collective::AlltoAll:  // b to each peer, b from each
+      in = out = n * b;
+      break;
+    default:  // allreduce, broadcast, reduce: the vector in and out; barrier: nothing
+      break;
+  }
+  return call.in_place ? std::max(in, out) : in + out;
+}
+
 Outcome run_candidate(const Network& network, const Candidate& candidate, const Call& call,
                       std::span<const int> host_of_rank, std::span<const int> ring_order,
                       std::span<const int> tree_order, bool explain) {
   Outcome outcome;
   const tune::AlgorithmEntry& entry = *candidate.entry;
+  const double memory_scale =
+      network.memory_scale(uint64_t(footprint_bytes(call, network.nranks())));
   const auto model_only = [&](std::string note) {
-    outcome.time_us = candidate.predicted_us + network.call_overhead_us();
+    outcome.time_us =
+        cost_model_us(candidate, memory_scale) +
+        (entry.build == nullptr ? network.direct_overhead_us() : network.call_overhead_us());
     outcome.note = std::move(note);
     return outcome;
   };
   if (entry.build == nullptr) return model_only("cost model: no schedule");
   const auto simulated = [&](const std::vector<Program>& programs, int period) {
-    outcome.detail = simulate(network, programs, period, explain);
-    outcome.time_us = outcome.detail.time_us;
+    SimOptions options{.period = period, .explain = explain, .memory_scale = memory_scale};
     outcome.simulated = true;
     outcome.ranks_run = int(programs.size());
+    if (call.calls <= 1) {
+      outcome.detail = simulate(network, programs, options);
+      outcome.time_us = outcome.detail.time_us;
+      return outcome;
+    }
+    // The steady state of back-to-back calls: what the calls after the first add, each.
+    std::vector<Program> many;
+    many.reserve(programs.size());
+    for (const Program& p : programs) {
+      many.push_back(repeated(p, call.calls, network.call_overhead_us()));
+    }
+    outcome.detail = simulate(network, many, options);
+    options.explain = false;
+    const double one = simulate(network, programs, options).time_us;
+    outcome.time_us = (outcome.detail.time_us - one) / (call.calls - 1);
     return outcome;
   };
   const int n = network.nranks();
@@ -111,7 +170,8 @@ Outcome run_candidate(const Network& network, const Candidate& candidate, const 
   }
   // The whole job, if its programs fit: rank 0's size times n is the estimate.
   Program first = build(0);
-  if (uint64_t(first.ops.size()) * uint64_t(n) > kMaxSimulatedOps) {
+  if (uint64_t(first.ops.size()) * uint64_t(n) * uint64_t(std::max(1, call.calls)) >
+      kMaxSimulatedOps) {
     return model_only("cost model: " + std::to_string(first.ops.size()) + " steps on rank 0 x " +
                       std::to_string(n) + " ranks, not symmetric, too large to simulate");
   }

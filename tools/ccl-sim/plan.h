@@ -21,8 +21,10 @@ struct Candidate {
   const tune::AlgorithmEntry* entry = nullptr;
   tune::Protocol protocol = tune::Protocol::LL;
   size_t chunk_bytes = 0;
-  double predicted_us = 0;  // the tuner's cost model
-  bool pick = false;        // the tuner's choice
+  double predicted_us = 0;             // the tuner's cost model
+  bool pick = false;                   // the tuner's choice
+  const tune::Tuner* tuner = nullptr;  // whose shape and figures predicted it
+  size_t call_bytes = 0;               // what the tuner was asked about
 };
 
 /// The pick first, then (with `all`) every other available pair allowed by the tuner's selection,
@@ -38,6 +40,9 @@ struct Call {
   int root = 0;
   bool in_place = false;
   bool average = false;  // cclAvg: Finalize steps divide
+  /// Calls back to back (program.h repeated), as nccl-tests times them: the time is one call's
+  /// in the steady state, (T(calls) - T(1)) / (calls - 1). 1: one call alone.
+  int calls = 1;
 };
 
 struct Outcome {
@@ -48,6 +53,10 @@ struct Outcome {
   std::string note;        // why it was not simulated ("cost model: no schedule", ...)
 };
 
+/// The bytes of user buffers one rank's call touches: its input and its output (one buffer in
+/// place), by the tuner's count convention (algo_selection.h).
+double footprint_bytes(const Call& call, int nranks);
+
 /// How large a run may be: the ops of every simulated rank's program together (16 B each).
 inline constexpr uint64_t kMaxSimulatedOps = uint64_t{200} << 20;
 
@@ -56,7 +65,9 @@ inline constexpr uint64_t kMaxSimulatedOps = uint64_t{200} << 20;
 /// a Program and runs them all. Where the network has a symmetry period P < n and the schedule
 /// has it too (rank r + kP's program is rank r's with peers moved by kP, checked on sampled ranks
 /// and orbits), only ranks 0..P-1 run, exactly (engine.h). A run whose programs would hold more
-/// than kMaxSimulatedOps ops is not simulated: `note` says so and time_us is the cost model's.
+/// than kMaxSimulatedOps ops is not simulated: `note` says so and time_us is the cost model's,
+/// with the figures of a CPU's copies (shm, direct, reduce) scaled by the network's memory_scale
+/// for the call, as the simulated links are.
 /// `explain`: detail carries the critical path (engine.h).
 Outcome run_candidate(const Network& network, const Candidate& candidate, const Call& call,
                       std::span<const int> host_of_rank, std::span<const int> ring_order,

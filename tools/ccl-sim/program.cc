@@ -61,4 +61,21 @@ Program program_of(const algo::Schedule& schedule, size_t elem_size, bool in_pla
   return p;
 }
 
+Program repeated(const Program& program, int calls, double call_overhead_us) {
+  Program p;
+  p.ops.reserve(size_t(calls) * (program.ops.size() + 1));
+  p.round_end.reserve(size_t(calls) * (program.rounds() + 1));
+  const auto delay_ns = static_cast<uint64_t>(call_overhead_us * 1e3 + 0.5);
+  for (int call = 0; call < calls; ++call) {
+    if (call > 0 && delay_ns > 0) {
+      p.ops.push_back({OpKind::Delay, -1, delay_ns});
+      p.round_end.push_back(static_cast<uint32_t>(p.ops.size()));
+    }
+    const auto base = static_cast<uint32_t>(p.ops.size());
+    p.ops.insert(p.ops.end(), program.ops.begin(), program.ops.end());
+    for (const uint32_t end : program.round_end) p.round_end.push_back(base + end);
+  }
+  return p;
+}
+
 }  // namespace ccl::sim

@@ -18,6 +18,7 @@ enum class OpKind : uint8_t {
   RecvReduce,  // bytes from `peer`, reduced into a buffer as they arrive
   Copy,        // a local copy of `bytes`
   Reduce,      // a local pass over `bytes` (the final division of an average)
+  Delay,       // `bytes` nanoseconds of the rank's time, nothing shared (a call's fixed cost)
 };
 
 struct Op {
@@ -39,5 +40,11 @@ struct Program {
 /// (the executor skips it). `average`: the op is cclAvg, whose Finalize steps divide (a pass over
 /// the bytes); for every other op Finalize does nothing.
 Program program_of(const algo::Schedule& schedule, size_t elem_size, bool in_place, bool average);
+
+/// `calls` back to back: the rounds of `program` `calls` times, each call after the first
+/// preceded by a round of one Delay of `call_overhead_us` (the first call's overhead is the
+/// engine's start). What nccl-tests times: one rank may start call k + 1 while others still
+/// work on call k, as far as the messages between them allow.
+Program repeated(const Program& program, int calls, double call_overhead_us);
 
 }  // namespace ccl::sim

@@ -83,12 +83,19 @@ TEST(Cluster, RoutesInsideAndBetweenNodes) {
   const Route same = c.route(2, 5);
   EXPECT_STREQ(same.link, "shm");
   EXPECT_EQ(same.alpha_us, kModel.shm.alpha_us);
-  EXPECT_EQ(resources_of(same), (std::vector<uint32_t>{c.port_tx(2), c.port_rx(5)}));
+  // Shared memory is both CPUs copying: the sender's core and port on its side, the receiver's
+  // port on the other, and its core while a posted receive copies the bytes out.
+  EXPECT_EQ(resources_of(same), (std::vector<uint32_t>{c.port_tx(2), c.core_of(2), c.port_rx(5)}));
+  EXPECT_EQ(same.sender, 2);
+  EXPECT_TRUE(same.receiver_copies);
+  for (const uint32_t r : resources_of(same)) EXPECT_TRUE(c.resources()[r].memory) << r;
   // Four nodes under one leaf of 16: no uplink.
   const Route cross = c.route(2, 29);
   EXPECT_STREQ(cross.link, "net");
   EXPECT_EQ(cross.alpha_us, kModel.net.alpha_us);
   EXPECT_EQ(resources_of(cross), (std::vector<uint32_t>{c.nic_tx(0), c.nic_rx(3)}));
+  EXPECT_FALSE(cross.receiver_copies);
+  for (const uint32_t r : resources_of(cross)) EXPECT_FALSE(c.resources()[r].memory) << r;
   EXPECT_THROW(c.route(3, 3), std::out_of_range);
   EXPECT_THROW(c.route(-1, 3), std::out_of_range);
   EXPECT_THROW(c.route(0, 32), std::out_of_range);
@@ -152,6 +159,11 @@ TEST(Cluster, IntraNodeLinkClass) {
   EXPECT_STREQ(gpus.route(0, 7).link, "nvlink");
   EXPECT_EQ(gpus.route(0, 7).alpha_us, kModel.nvlink.alpha_us);
   EXPECT_EQ(gpus.resources()[gpus.port_tx(0)].gbps, kModel.nvlink.beta_gbps);
+  // GPUs copy over NVLink: no CPU core on the way, and no CPU cache to fall out of.
+  EXPECT_EQ(gpus.route(0, 7).count, 2);
+  EXPECT_FALSE(gpus.route(0, 7).receiver_copies);
+  EXPECT_FALSE(gpus.resources()[gpus.port_tx(0)].memory);
+  EXPECT_FALSE(gpus.resources()[gpus.core_of(0)].memory);
   EXPECT_STREQ(gpus.route(0, 8).link, "net");
   // CCL_SHM_DISABLE=1: the ranks of a node talk over tcp on loopback, at the net figures.
   s.nvlink = false;

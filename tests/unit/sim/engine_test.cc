@@ -28,6 +28,17 @@ TEST(SimEngine, OneMessageIsOverheadPlusAlphaPlusBytesOverBandwidth) {
   EXPECT_EQ(r.messages, 1u);
 }
 
+TEST(SimEngine, MemoryBoundResourcesRunAtTheCallsMemoryScale) {
+  // 1 MB at 1 GB/s, at half the rate when the call's buffers do not fit in cache: 2000 us.
+  const std::vector<Program> p = {program({{{OpKind::Send, 1, 1000000}}}),
+                                  program({{{OpKind::Recv, 0, 1000000}}})};
+  const PortNetwork cpu(2, 5.0, 1.0, 1000.0, 2.0, true);
+  EXPECT_DOUBLE_EQ(simulate(cpu, p, {.memory_scale = 0.5}).time_us, 2007.0);
+  // Resources that are not a CPU's copies keep their rate.
+  const PortNetwork links(2, 5.0, 1.0, 1000.0, 2.0, false);
+  EXPECT_DOUBLE_EQ(simulate(links, p, {.memory_scale = 0.5}).time_us, 1007.0);
+}
+
 TEST(SimEngine, TwoSendersShareTheReceiversPort) {
   // Ranks 0 and 1 each send 1 MB to rank 2: its receive port is shared, 2000 us for both.
   const PortNetwork net(3, 0.0, 1.0, 1000.0);
@@ -109,6 +120,38 @@ TEST(SimEngine, TheSameRunGivesTheSameTimes) {
   const SimResult b = simulate(net, programs);
   EXPECT_EQ(a.finish_us, b.finish_us);
   EXPECT_EQ(a.events, b.events);
+}
+
+TEST(SimEngine, BackToBackCallsOverlapAlongAChain) {
+  // A chain 0 -> 1 -> 2 of 1000 B (alpha 5, 1 GB/s: 6 us a hop), overhead 2. One call:
+  // 2 + 6 + 6 = 14. Three back to back (a 2 us Delay between calls): rank 0 sends at 2..8,
+  // 10..16, 18..24; rank 1 forwards the first at 8..14, posts the second receive at 16 as its
+  // bytes land, forwards it 16..22, the third 24..30, when rank 2 has it too: (30 - 14) / 2 =
+  // 8 us a call in the steady state, not 14.
+  const PortNetwork net(3, 5.0, 1.0, 1.0, 2.0);
+  const std::vector<Program> one = {program({{{OpKind::Send, 1, 1000}}}),
+                                    program({{{OpKind::Recv, 0, 1000}}, {{OpKind::Send, 2, 1000}}}),
+                                    program({{{OpKind::Recv, 1, 1000}}})};
+  std::vector<Program> three;
+  for (const Program& p : one) three.push_back(repeated(p, 3, net.call_overhead_us()));
+  EXPECT_DOUBLE_EQ(simulate(net, one).time_us, 14.0);
+  const SimResult r = simulate(net, three);
+  EXPECT_DOUBLE_EQ(r.finish_us[0], 24.0);
+  EXPECT_DOUBLE_EQ(r.time_us, 30.0);
+  EXPECT_DOUBLE_EQ(r.finish_us[2], 30.0);
+}
+
+TEST(SimProgram, RepeatedPutsADelayBetweenCalls) {
+  const Program p =
+      program({{{OpKind::Send, 1, 8}, {OpKind::Recv, 1, 8}}, {{OpKind::Copy, -1, 8}}});
+  const Program r = repeated(p, 3, 1.5);
+  ASSERT_EQ(r.rounds(), 8u);  // 2 + (1 + 2) + (1 + 2)
+  EXPECT_EQ(r.round_end, (std::vector<uint32_t>{2, 3, 4, 6, 7, 8, 10, 11}));
+  EXPECT_EQ(r.ops[3].kind, OpKind::Delay);
+  EXPECT_EQ(r.ops[3].bytes, 1500u);  // nanoseconds
+  EXPECT_EQ(r.ops[4].kind, OpKind::Send);
+  EXPECT_EQ(repeated(p, 1, 1.5).round_end, p.round_end);
+  EXPECT_EQ(repeated(p, 2, 0).rounds(), 4u);  // no overhead, no Delay round
 }
 
 }  // namespace

@@ -29,7 +29,7 @@ TEST(SimExplain, TheCriticalPathFollowsTheChainThatEndsLast) {
   const std::vector<Program> p = {program({{{OpKind::Send, 1, 1000}}}),
                                   program({{{OpKind::Recv, 0, 1000}}, {{OpKind::Send, 2, 2000}}}),
                                   program({{{OpKind::Copy, -1, 100}}, {{OpKind::Recv, 1, 2000}}})};
-  const SimResult r = simulate(net, p, 0, true);
+  const SimResult r = simulate(net, p, {.explain = true});
   // Rank 1's send completes with its delivery, as rank 2's receive does: the first of the ranks
   // that finish last is named.
   EXPECT_DOUBLE_EQ(r.time_us, 15.0);
@@ -62,7 +62,7 @@ TEST(SimExplain, AMessageQueuedBehindAnotherWaitsForIt) {
   const PortNetwork net(2, 5.0, 1.0, 1.0, 2.0);
   const std::vector<Program> p = {program({{{OpKind::Send, 1, 1000}, {OpKind::Send, 1, 1000}}}),
                                   program({{{OpKind::Recv, 0, 1000}, {OpKind::Recv, 0, 1000}}})};
-  const SimResult r = simulate(net, p, 0, true);
+  const SimResult r = simulate(net, p, {.explain = true});
   EXPECT_DOUBLE_EQ(r.time_us, 14.0);
   ASSERT_EQ(r.critical_path.size(), 2u);
   EXPECT_DOUBLE_EQ(r.critical_path[0].end_us, 8.0);
@@ -78,7 +78,7 @@ TEST(SimExplain, BytesThatArrivedFirstAreReducedAfterTheReceiversRound) {
   const std::vector<Program> p = {
       program({{{OpKind::Send, 1, 1000}}}),
       program({{{OpKind::Copy, -1, 20000}}, {{OpKind::RecvReduce, 0, 1000}}})};
-  const SimResult r = simulate(net, p, 0, true);
+  const SimResult r = simulate(net, p, {.explain = true});
   EXPECT_DOUBLE_EQ(r.time_us, 13.0);
   ASSERT_EQ(r.critical_path.size(), 2u);
   EXPECT_EQ(r.critical_path[0].kind, OpKind::Copy);
@@ -95,7 +95,7 @@ TEST(SimExplain, TheBreakdownAddsUpToTheRunsTime) {
   const std::vector<Program> p = {program({{{OpKind::Send, 1, 1000}}}),
                                   program({{{OpKind::Recv, 0, 1000}}, {{OpKind::Send, 2, 2000}}}),
                                   program({{{OpKind::Copy, -1, 100}}, {{OpKind::Recv, 1, 2000}}})};
-  const std::string text = describe_path(simulate(net, p, 0, true), net, 40);
+  const std::string text = describe_path(simulate(net, p, {.explain = true}), net, 40);
   EXPECT_NE(text.find("2 steps, ends on rank 1 at 15.000 us"), std::string::npos) << text;
   // 2 + latency 10 + bytes 3 = 15.
   EXPECT_NE(line_of(text, "start (the call's fixed overhead)").find(" 2.000 us"), std::string::npos)
@@ -107,7 +107,7 @@ TEST(SimExplain, TheBreakdownAddsUpToTheRunsTime) {
     EXPECT_EQ(text[at], '#') << "every line is a comment: " << text;
   }
   // Long paths print their two ends.
-  const std::string cut = describe_path(simulate(net, p, 0, true), net, 0);
+  const std::string cut = describe_path(simulate(net, p, {.explain = true}), net, 0);
   EXPECT_NE(cut.find("... 2 steps ..."), std::string::npos) << cut;
 }
 

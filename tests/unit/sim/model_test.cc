@@ -62,7 +62,8 @@ bool same(const SimModel& a, const SimModel& b) {
   return same(a.shm, b.shm) && same(a.nvlink, b.nvlink) && same(a.net, b.net) &&
          a.fabric_gbps == b.fabric_gbps && same(a.direct, b.direct) &&
          a.reduce_gbps == b.reduce_gbps && a.copy_gbps == b.copy_gbps &&
-         a.call_overhead_us == b.call_overhead_us;
+         a.call_overhead_us == b.call_overhead_us && a.direct_overhead_us == b.direct_overhead_us &&
+         a.cache_bytes == b.cache_bytes && a.memory_factor == b.memory_factor;
 }
 
 bool same(const tune::Figures& a, const tune::Figures& b) {
@@ -98,6 +99,9 @@ TEST(SimModel, FromFigures) {
   EXPECT_EQ(m.nvlink.alpha_us, 2);  // H100 NVLink defaults (model.cc)
   EXPECT_EQ(m.nvlink.beta_gbps, 360);
   EXPECT_EQ(m.call_overhead_us, 1);
+  EXPECT_EQ(m.direct_overhead_us, 0.5);
+  EXPECT_EQ(m.cache_bytes, 2 << 20);  // this VM's L2 per core
+  EXPECT_EQ(m.memory_factor, 0.52);   // memcpy at 64 MiB against 1 MiB
   EXPECT_NO_THROW(check_model(m, "test"));
   EXPECT_NO_THROW(check_model(from_figures(tune::default_figures()), "test"));
 }
@@ -110,6 +114,25 @@ TEST(SimModel, CheckModelNamesTheField) {
   m = from_figures(tune::default_figures());
   m.call_overhead_us = -1;
   EXPECT_NE(error_of([&] { check_model(m, "where"); }).find("call_overhead_us"), std::string::npos);
+  for (const double bad : {0.0, 1.5}) {
+    m = from_figures(tune::default_figures());
+    m.memory_factor = bad;
+    EXPECT_NE(error_of([&] { check_model(m, "where"); }).find("memory_factor must be in (0, 1]"),
+              std::string::npos);
+  }
+}
+
+TEST(SimModel, MemoryScaleMixesCacheAndMemoryRates) {
+  SimModel m;
+  m.cache_bytes = 1 << 20;
+  m.memory_factor = 0.5;
+  EXPECT_EQ(memory_scale(m, 0), 1);
+  EXPECT_EQ(memory_scale(m, 1 << 20), 1);  // fits
+  // 4 MiB: a quarter at the cache's rate, the rest at half of it: 1 / (0.25 + 0.75 / 0.5).
+  EXPECT_DOUBLE_EQ(memory_scale(m, 4 << 20), 1 / 1.75);
+  EXPECT_NEAR(memory_scale(m, 1e15), 0.5, 1e-6);  // nothing fits
+  m.memory_factor = 1;
+  EXPECT_EQ(memory_scale(m, 1e12), 1);
 }
 
 TEST(SimModel, ModelFileOverridesItsKeys) {
@@ -123,7 +146,8 @@ TEST(SimModel, ModelFileOverridesItsKeys) {
                                      "net.beta_gbps 46\n"
                                      "fabric.gbps 50\n"
                                      "copy_gbps 1e3\n"
-                                     "call_overhead_us 0\n");
+                                     "call_overhead_us 0\n"
+                                     "memory_factor 0.25\n");
   const SimModel m = read_model_file(file, base);
   SimModel expected = base;
   expected.nvlink.beta_gbps = 370;
@@ -131,6 +155,7 @@ TEST(SimModel, ModelFileOverridesItsKeys) {
   expected.fabric_gbps = 50;
   expected.copy_gbps = 1000;
   expected.call_overhead_us = 0;
+  expected.memory_factor = 0.25;
   EXPECT_TRUE(same(m, expected));
   // An empty file (or only comments) is the base.
   EXPECT_TRUE(same(read_model_file(dir.write("empty.txt", "# nothing\n"), base), base));

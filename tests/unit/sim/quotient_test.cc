@@ -26,6 +26,10 @@ class Whole : public Network {
   double copy_gbps() const override { return c_.copy_gbps(); }
   double reduce_gbps() const override { return c_.reduce_gbps(); }
   double call_overhead_us() const override { return c_.call_overhead_us(); }
+  double direct_overhead_us() const override { return c_.direct_overhead_us(); }
+  double memory_scale(uint64_t footprint_bytes) const override {
+    return c_.memory_scale(footprint_bytes);
+  }
 
  private:
   const Cluster& c_;

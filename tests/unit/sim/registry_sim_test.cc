@@ -71,5 +71,26 @@ TEST(SimRegistry, EveryEntryRunsToTheEndOnOneAndTwoHosts) {
   }
 }
 
+TEST(SimPlan, FootprintIsTheCallsBuffersOnARank) {
+  // 1000 floats by the tuner's convention (algo_selection.h), 4 ranks.
+  Call c;
+  c.count = 1000;
+  c.elem_size = 4;
+  const std::pair<tune::Collective, double> out_of_place[] = {
+      {tune::Collective::AllReduce, 8000},
+      {tune::Collective::Broadcast, 8000},
+      {tune::Collective::AllGather, 20000},      // 4000 in, 16000 out
+      {tune::Collective::ReduceScatter, 20000},  // 16000 in, 4000 out
+      {tune::Collective::AlltoAll, 32000}};
+  for (const auto& [collective, bytes] : out_of_place) {
+    c.collective = collective;
+    c.in_place = false;
+    EXPECT_EQ(footprint_bytes(c, 4), bytes) << tune::collective_name(collective);
+  }
+  c.collective = tune::Collective::AllGather;
+  c.in_place = true;
+  EXPECT_EQ(footprint_bytes(c, 4), 16000);  // one buffer, the output
+}
+
 }  // namespace
 }  // namespace ccl::sim

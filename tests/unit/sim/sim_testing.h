@@ -10,16 +10,18 @@
 namespace ccl::sim {
 
 // Every rank has a send port and a receive port of `gbps`, and a core of `reduce` GB/s; every
-// pair has latency `alpha`.
+// pair has latency `alpha`. `memory`: every resource is a CPU copying through memory
+// (Resource::memory), slowed by SimOptions::memory_scale.
 class PortNetwork : public Network {
  public:
-  PortNetwork(int n, double alpha, double gbps, double reduce, double overhead = 0)
+  PortNetwork(int n, double alpha, double gbps, double reduce, double overhead = 0,
+              bool memory = false)
       : n_(n), alpha_(alpha), reduce_(reduce), overhead_(overhead) {
     for (int r = 0; r < n; ++r) {
       const std::string rank = "rank " + std::to_string(r);
-      res_.push_back({rank + " tx", gbps});
-      res_.push_back({rank + " rx", gbps});
-      res_.push_back({rank + " core", reduce});
+      res_.push_back({rank + " tx", gbps, memory});
+      res_.push_back({rank + " rx", gbps, memory});
+      res_.push_back({rank + " core", reduce, memory});
     }
   }
   int nranks() const override { return n_; }
