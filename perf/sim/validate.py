@@ -34,6 +34,7 @@ pinned (cclrun --bind core) and every size gets -w 5 -n 50 unless told otherwise
   perf/sim/validate.py --ranks 2,4,8 --transports shm --collectives allreduce,allgather \\
       --launches 3 --json /tmp/validate.json
   perf/sim/validate.py       # 2,4,8 ranks x shm,tcp x all six, -b 8 -e 64M -f 8 (8 B..16 MiB)
+  perf/sim/validate.py --resimulate /tmp/validate.json   # the same measurements, ccl-sim again
 
 Every subprocess runs under a timeout (--timeout per perf launch, --sim-timeout per ccl-sim call).
 Exit status: 0 when every run worked, 1 when a run failed or timed out (its shape is skipped and
@@ -330,6 +331,9 @@ class Validator:
         out_json = os.path.join(self.tmp, "sim.json")
         cmd = [self.sim, "--ranks", str(n), "--collective", coll, "-b", str(a.begin), "-e",
                str(a.end), "-f", str(a.factor), "--figures", "cache", "--json", out_json]
+        if a.sim_model:
+            cmd += ["--model", a.sim_model]
+        cmd += ["--calls", str(a.sim_calls)]
         if pick_only:
             cmd.append("--pick-only")
         if algo:
@@ -467,9 +471,6 @@ class Validator:
                 "real_us": real,
                 "real_in_place_us": real_ip,
                 "sim_us": sim,
-                "error": (sim - real) / real,
-                "abs_error": abs(sim - real) / real,
-                "in_place_error": (sim - real_ip) / real_ip,
             }
             p["pick_matches_real"] = (not p["real_choices"]
                                       or p["real_choices"] == [p["pick"]])
@@ -485,21 +486,8 @@ class Validator:
                                    "protocol": s_row["protocol"],
                                    "real_choice": forced_choice.get(alg, {}).get(size)}
                 if len(forced) > 1:
-                    real_best = min(forced, key=lambda x: forced[x]["real_us"])
-                    sim_min = min(v["sim_us"] for v in forced.values())
-                    sim_best = [x for x in cands if x in forced
-                                and forced[x]["sim_us"] <= sim_min * (1 + 1e-6)]
-                    first = sim_best[0]  # the tuner's preference order breaks ties
                     p["forced"] = forced
-                    p["real_winner"] = real_best
-                    p["sim_winners"] = sim_best
-                    p["sim_winner_ok"] = real_best in sim_best
-                    p["tuner_winner_ok"] = pick["algorithm"] == real_best
-                    p["sim_first_regret"] = (forced[first]["real_us"]
-                                             / forced[real_best]["real_us"] - 1)
-                    p["tuner_regret"] = (forced[pick["algorithm"]]["real_us"]
-                                         / forced[real_best]["real_us"] - 1
-                                         if pick["algorithm"] in forced else None)
+            score(p)
             points.append(p)
         load_before = statistics.median(before) if before else None
         load_during = max(kept_loads) if kept_loads else None
@@ -511,6 +499,83 @@ class Validator:
             p["figures"] = source
             p["model"] = self.models.get((coll, n, transport), "")
         return points
+
+
+# ---- scores ---------------------------------------------------------------------------------
+
+def score(p: dict) -> None:
+    """A point's errors from its real and simulated times and, where it has forced runs of two or
+    more candidates ("forced", in the tuner's order of preference), the winner checks."""
+    real, sim = p["real_us"], p["sim_us"]
+    p["error"] = (sim - real) / real
+    p["abs_error"] = abs(sim - real) / real
+    p["in_place_error"] = (sim - p["real_in_place_us"]) / p["real_in_place_us"]
+    forced = p.get("forced")
+    if not forced:
+        return
+    pick_algorithm = p["pick"].split("/")[0]
+    real_best = min(forced, key=lambda x: forced[x]["real_us"])
+    sim_min = min(v["sim_us"] for v in forced.values())
+    sim_best = [x for x in forced if forced[x]["sim_us"] <= sim_min * (1 + 1e-6)]
+    first = sim_best[0]  # the tuner's preference order breaks ties
+    p["real_winner"] = real_best
+    p["sim_winners"] = sim_best
+    p["sim_winner_ok"] = real_best in sim_best
+    p["tuner_winner_ok"] = pick_algorithm == real_best
+    p["sim_first_regret"] = forced[first]["real_us"] / forced[real_best]["real_us"] - 1
+    p["tuner_regret"] = (forced[pick_algorithm]["real_us"] / forced[real_best]["real_us"] - 1
+                         if pick_algorithm in forced else None)
+
+
+def resimulate(doc: dict, sim: str, timeout: int, model: Optional[str],
+               calls: int) -> List[dict]:
+    """The points of an earlier run with ccl-sim's times computed again by `sim` (a model change
+    checked against the same measurements in seconds): the same shapes, sizes and figures (the
+    tuner cache entry each point names, which must still exist), the pick and every forced
+    candidate."""
+    prefix = "the tuner cache, "
+    groups: Dict[Tuple[str, int, str], List[dict]] = {}
+    for p in doc["points"]:
+        groups.setdefault((p["collective"], p["ranks"], p["transport"]), []).append(p)
+    out = []
+    for (coll, n, transport), pts in groups.items():
+        figures = pts[0]["figures"]
+        if not figures.startswith(prefix) or not os.path.exists(figures[len(prefix):]):
+            raise RunError(f"{coll} {transport} np{n}: its figures are gone ({figures})")
+        sizes = sorted(p["bytes"] for p in pts)
+
+        def times(algo: Optional[str]) -> Dict[int, float]:
+            with tempfile.TemporaryDirectory() as tmp:
+                out_json = os.path.join(tmp, "sim.json")
+                cmd = [sim, "--ranks", str(n), "--collective", coll, "-b", str(sizes[0]), "-e",
+                       str(sizes[-1]), "-f", "2", "--figures", figures[len(prefix):],
+                       "--pick-only", "--json", out_json]
+                if algo:
+                    cmd += ["--algo", f"{coll}:{algo}"]
+                if transport == "tcp":
+                    cmd.append("--no-shm")
+                if model:
+                    cmd += ["--model", model]
+                cmd += ["--calls", str(calls)]
+                run = run_bounded(cmd, dict(os.environ), timeout)
+                if run.returncode != 0:
+                    raise RunError(f"ccl-sim exit {run.returncode}: {shlex.join(cmd)}\n"
+                                   f"{run.stderr}")
+                with open(out_json) as f:
+                    results = json.load(f)["results"]
+            return {int(r["bytes"]): float(r["time_us"]) for r in results}
+
+        picks = times(None)
+        forced = {alg: times(alg) for alg in {a for p in pts for a in p.get("forced", {})}}
+        for p in pts:
+            q = dict(p)
+            q["sim_us"] = picks[p["bytes"]]
+            if "forced" in p:
+                q["forced"] = {alg: dict(v, sim_us=forced[alg][p["bytes"]])
+                               for alg, v in p["forced"].items()}
+            score(q)
+            out.append(q)
+    return out
 
 
 # ---- report ---------------------------------------------------------------------------------
@@ -704,6 +769,11 @@ def main() -> int:
     ap.add_argument("--build-dir", default=os.path.join(REPO, "build"))
     ap.add_argument("--sim", default=None, help="ccl-sim binary (default BUILD/tools/ccl-sim)")
     ap.add_argument("--timeout", type=int, default=300, help="seconds per perf launch")
+    ap.add_argument("--sim-model", default=None, metavar="FILE",
+                    help="ccl-sim --model FILE: keys that replace the figures' (model.h)")
+    ap.add_argument("--sim-calls", type=int, default=8, metavar="K",
+                    help="ccl-sim --calls K: the steady state of K back-to-back calls, as the "
+                         "perf binaries time -n calls (default 8)")
     ap.add_argument("--sim-timeout", type=int, default=120, help="seconds per ccl-sim call")
     ap.add_argument("--wait-idle", type=float, default=60,
                     help="before each launch wait up to this many seconds for other processes "
@@ -718,14 +788,25 @@ def main() -> int:
     ap.add_argument("--json", default=None, metavar="OUT",
                     help="write every point here (rewritten after every shape; \"complete\": "
                          "false until the run ends)")
+    ap.add_argument("--resimulate", default=None, metavar="JSON",
+                    help="measure nothing: run ccl-sim again on the points of an earlier --json "
+                         "file (same shapes, sizes and tuner figures) and print the tables; "
+                         "--json writes the new points")
     ap.add_argument("--report", default=None, metavar="JSON",
                     help="run nothing: print the tables of an earlier --json file again, only "
                          "the points of the --ranks, --transports and --collectives given")
     args = ap.parse_args()
 
-    if args.report:
-        with open(args.report) as f:
+    if args.report or args.resimulate:
+        with open(args.report or args.resimulate) as f:
             doc = json.load(f)
+        if args.resimulate:
+            sim = args.sim or os.path.join(args.build_dir, "tools", "ccl-sim")
+            doc["points"] = resimulate(doc, sim, args.sim_timeout, args.sim_model,
+                                       args.sim_calls)
+            if args.json:
+                with open(args.json, "w") as f:
+                    json.dump(dict(doc, resimulated_by=sys.argv), f, indent=1)
         pts = [p for p in doc["points"]
                if (not args.ranks or p["ranks"] in [int(x) for x in args.ranks.split(",")])
                and (not args.transports or p["transport"] in args.transports.split(","))
