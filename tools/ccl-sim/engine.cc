@@ -40,6 +40,7 @@ struct Flow {
   int channel = -1;
   uint64_t message = 0;
   bool with_core = false;  // a message whose receiver reduces it as it flows
+  double backlog = 0;      // bytes of it that flowed before its receive was posted
   OpRef op;
   // Which resource held it back (--explain): the one binding it now and the bytes moved since,
   // and the one that bound the most bytes so far.
@@ -58,11 +59,12 @@ struct Flow {
 
 // What an op waited for, for the critical path (only when explaining).
 struct OpTrace {
-  double begin = 0;  // its message left / its local work started
+  double begin = 0;  // its message started to flow / its local work started
   double done = 0;
-  OpRef gate;        // a receive: the send whose arrival completed it; a send: the message ahead
-                     // of it on its connection; none (rank -1): it waited only for its round
-  int channel = -1;  // a send's connection
+  double arrival = 0;  // a send: when its message reached the receiver (done + latency)
+  OpRef gate;          // a receive: the send whose arrival completed it; a send: the message ahead
+                       // of it on its connection; none (rank -1): it waited only for its round
+  int channel = -1;    // a send's connection
   int64_t bottleneck = -1;
   bool pass_after_arrival = false;  // a receive reduced after its bytes had arrived
 };
@@ -80,11 +82,16 @@ struct Message {
 struct Channel {
   int to = 0;  // the receiving representative
   Route route;
-  std::deque<Message> queued;    // posted, not started
-  bool busy = false;             // a message in its latency or flowing
-  uint64_t started = 0;          // messages that began to flow (their index is the match)
-  std::deque<OpRef> recvs;       // posted receives not yet matched
-  std::deque<uint64_t> arrived;  // bytes of messages that arrived before their receive
+  std::deque<Message> queued;  // posted, not started
+  bool busy = false;           // a message's bytes flowing
+  uint32_t flowing = 0;        // that message's flow
+  uint64_t started = 0;        // messages that began to flow (their index is the match)
+  std::deque<OpRef> recvs;     // posted receives not yet matched
+  struct Arrived {
+    uint64_t bytes = 0;
+    double at = 0;
+  };
+  std::deque<Arrived> arrived;  // messages that arrived before their receive
   uint64_t recv_posted = 0;
   uint64_t matched = 0;
 };
@@ -96,7 +103,17 @@ struct RankState {
   double finish = 0;
 };
 
-enum class EventKind : uint8_t { RankStart, LatencyEnd, FlowEnd, DelayEnd };
+enum class EventKind : uint8_t { RankStart, Arrival, FlowEnd, DelayEnd };
+
+// A message whose bytes left and are on the wire for its route's latency.
+struct InFlight {
+  int channel = -1;
+  uint64_t message = 0;
+  uint64_t bytes = 0;
+  bool with_core = false;
+  double backlog = 0;
+  OpRef send;
+};
 
 struct Event {
   double t;
@@ -159,8 +176,8 @@ class Sim {
         case EventKind::RankStart:
           start_round(static_cast<int>(e.id));
           break;
-        case EventKind::LatencyEnd:
-          begin_flow_of(static_cast<int>(e.id));
+        case EventKind::Arrival:
+          arrive(e.id);
           break;
         case EventKind::FlowEnd:
           if (flows_[e.id].live && flows_[e.id].version == e.version) end_flow(e.id);
@@ -255,13 +272,21 @@ class Sim {
         Channel& c = channel(op.peer, ref.rank);
         ++c.recv_posted;
         if (!c.arrived.empty()) {  // its bytes came first: a local pass over them now
-          const uint64_t bytes = c.arrived.front();
+          const Channel::Arrived m = c.arrived.front();
           c.arrived.pop_front();
           ++c.matched;
-          local_job(ref,
-                    op.kind == OpKind::RecvReduce ? double(bytes) : double(bytes) * copy_scale_);
+          if (op.kind == OpKind::RecvReduce) {
+            local_job(ref, double(m.bytes));
+          } else if (m.at < now_ || c.route.receiver_copies) {
+            local_job(ref, double(m.bytes) * copy_scale_);
+          } else {
+            // Posted at the instant they arrived: as if posted first (the order of events at
+            // one instant must not matter), they landed in place.
+            complete(ref);
+          }
         } else {
           c.recvs.push_back(ref);
+          if (c.busy && c.started == c.recv_posted) join_flow(c, op.kind == OpKind::RecvReduce);
         }
         break;
       }
@@ -315,8 +340,8 @@ class Sim {
     return route;
   }
 
-  // The next queued message of channel `id` starts: its latency, then its bytes. `behind`: the
-  // send whose delivery freed the channel (none when it was idle).
+  // The next queued message of channel `id` starts: its bytes flow, then they travel for the
+  // route's latency. `behind`: the send whose bytes had to leave first (none when it was idle).
   void start_message(int id, OpRef behind) {
     Channel& c = channels_[size_t(id)];
     c.busy = true;
@@ -326,7 +351,7 @@ class Sim {
       t.gate = behind;
       t.channel = id;
     }
-    push(now_ + c.route.alpha_us, EventKind::LatencyEnd, id, 0);
+    begin_flow_of(id);
   }
 
   void begin_flow_of(int id) {
@@ -342,6 +367,7 @@ class Sim {
       with_core = op_at(recv).kind == OpKind::RecvReduce || c.route.receiver_copies;
     }
     const uint32_t f = new_flow(double(m.bytes));
+    c.flowing = f;
     Flow& flow = flows_[f];
     flow.channel = id;
     flow.message = index;
@@ -349,49 +375,86 @@ class Sim {
     flow.with_core = with_core;
     for (int i = 0; i < c.route.count; ++i)
       flow.res[size_t(flow.nres++)] = c.route.resources[size_t(i)];
-    const uint32_t core = net_.core_of(c.to);
-    if (with_core && std::find(flow.res.begin(), flow.res.begin() + flow.nres, core) ==
-                         flow.res.begin() + flow.nres) {
-      flow.res[size_t(flow.nres++)] = core;
-    }
+    if (with_core) add_receiver_core(flow, c.to);
     start_flow(f);
   }
 
-  void deliver(const Flow& flow) {
+  void add_receiver_core(Flow& flow, int to) {
+    const uint32_t core = net_.core_of(to);
+    if (std::find(flow.res.begin(), flow.res.begin() + flow.nres, core) ==
+        flow.res.begin() + flow.nres) {
+      flow.res[size_t(flow.nres++)] = core;
+    }
+  }
+
+  // A receive posted while its message flows: it reduces (or copies out) the rest as it comes;
+  // what flowed before is left for a pass after the arrival. Posted at the instant the flow
+  // began, that is nothing: the order of events at one instant does not matter.
+  void join_flow(Channel& c, bool reduce) {
+    Flow& flow = flows_[c.flowing];
+    if (flow.with_core || !(reduce || c.route.receiver_copies)) return;
+    const double moved = std::min(flow.remaining, flow.rate * (now_ - flow.last));
+    flow.backlog = flow.initial - (flow.remaining - moved);
+    flow.with_core = true;
+    const int before = flow.nres;
+    add_receiver_core(flow, c.to);
+    if (flow.nres > before) {
+      on_resource_[flow.res[size_t(before)]].push_back(c.flowing);
+      touch(flow);
+    }
+  }
+
+  // A message's bytes left: the send is done and the channel takes its next message, while
+  // these travel for the route's latency.
+  void sent(const Flow& flow) {
+    Channel& c = channels_[size_t(flow.channel)];
+    c.busy = false;
+    uint32_t a;
+    if (!free_in_flight_.empty()) {
+      a = free_in_flight_.back();
+      free_in_flight_.pop_back();
+    } else {
+      a = uint32_t(in_flight_.size());
+      in_flight_.emplace_back();
+    }
+    in_flight_[a] = {flow.channel,   flow.message, uint64_t(flow.initial),
+                     flow.with_core, flow.backlog, flow.op};
+    push(now_ + c.route.alpha_us, EventKind::Arrival, int(a), 0);
+    if (!c.queued.empty()) start_message(flow.channel, flow.op);
+    complete(flow.op);
+  }
+
+  void arrive(uint32_t a) {
+    const InFlight m = in_flight_[a];
+    free_in_flight_.push_back(a);
     // Everything on the channel first: completing an op may post the next round, whose new
     // channels can move channels_ (the reference would dangle).
-    Channel& c = channels_[size_t(flow.channel)];
-    const auto bytes = uint64_t(flow.initial);
-    c.busy = false;
+    Channel& c = channels_[size_t(m.channel)];
+    const bool copies = c.route.receiver_copies;
+    if (explain_) trace_of(m.send).arrival = now_;
     OpRef recv;
-    if (c.recv_posted > flow.message) {
+    if (c.recv_posted > m.message) {
       recv = c.recvs.front();
       c.recvs.pop_front();
       ++c.matched;
     } else {
-      c.arrived.push_back(bytes);
+      c.arrived.push_back({m.bytes, now_});
     }
-    if (!c.queued.empty()) start_message(flow.channel, flow.op);
-    if (recv.rank >= 0) {
-      if (explain_) {
-        OpTrace& t = trace_of(recv);
-        t.gate = flow.op;
-        t.pass_after_arrival = op_at(recv).kind == OpKind::RecvReduce && !flow.with_core;
-      }
-      // Posted while the bytes flowed without the core: the reduction (or the copy out of a
-      // shared buffer) is left to do.
-      const bool reduce = op_at(recv).kind == OpKind::RecvReduce;
-      if (!flow.with_core && (reduce || flow_route_copies(flow))) {
-        local_job(recv, reduce ? double(bytes) : double(bytes) * copy_scale_);
-      } else {
-        complete(recv);
-      }
+    if (recv.rank < 0) return;
+    // Posted while the bytes flowed without the receiver's core: the reduction (or the copy out
+    // of a shared buffer) is left to do.
+    const bool reduce = op_at(recv).kind == OpKind::RecvReduce;
+    const double left = m.with_core ? m.backlog : (reduce || copies) ? double(m.bytes) : 0.0;
+    if (explain_) {
+      OpTrace& t = trace_of(recv);
+      t.gate = m.send;
+      t.pass_after_arrival = left > 0;
     }
-    complete(flow.op);
-  }
-
-  bool flow_route_copies(const Flow& flow) const {
-    return channels_[size_t(flow.channel)].route.receiver_copies;
+    if (left > 0) {
+      local_job(recv, reduce ? left : left * copy_scale_);
+    } else {
+      complete(recv);
+    }
   }
 
   // --- flows ---
@@ -443,9 +506,9 @@ class Sim {
       flow.note_moved(flow.remaining);
       trace_of(flow.op).bottleneck = flow.most_bound;
     }
-    const Flow done = flow;  // deliver() may make flows, which may move flows_
+    const Flow done = flow;  // sent() may make flows, which may move flows_
     if (done.channel >= 0) {
-      deliver(done);
+      sent(done);
     } else {
       complete(done.op);
     }
@@ -531,6 +594,10 @@ class Sim {
     std::vector<PathStep> path;
     const int last_rank = result_.last_rank;
     OpRef cur = round_gate(last_rank, uint32_t(programs_[size_t(last_rank)].rounds()));
+    // A send reached from the receive its arrival completed ends at that arrival (its latency is
+    // on the path); one that ended its own round, or let the next message go, ends when its
+    // bytes left.
+    bool to_arrival = false;
     while (cur.rank >= 0 && path.size() < kMaxPathSteps) {
       const OpTrace& t = trace_of(cur);
       const Op& op = op_at(cur);
@@ -540,17 +607,22 @@ class Sim {
         // Completed by its message: the path goes on through the send, after the reduction
         // that followed the arrival if there was one.
         if (t.pass_after_arrival) {
-          step.begin_us = trace_of(t.gate).done;
+          step.begin_us = trace_of(t.gate).arrival;
           path.push_back(step);
         }
         cur = t.gate;
+        to_arrival = true;
         continue;
       }
       if (op.kind == OpKind::Send) {
         const Route& route = channels_[size_t(t.channel)].route;
-        step.latency_us = route.alpha_us;
         step.link = route.link;
+        if (to_arrival) {
+          step.latency_us = route.alpha_us;
+          step.end_us = t.arrival;
+        }
       }
+      to_arrival = false;
       path.push_back(step);
       cur = op.kind == OpKind::Send && t.gate.rank >= 0 ? t.gate : round_gate(cur.rank, step.round);
     }
@@ -568,7 +640,9 @@ class Sim {
   std::vector<Channel> channels_;
   std::unordered_map<uint64_t, int> channel_index_;
   std::vector<Flow> flows_;
-  std::vector<OpRef> delays_;  // by DelayEnd event id
+  std::vector<OpRef> delays_;        // by DelayEnd event id
+  std::vector<InFlight> in_flight_;  // by Arrival event id
+  std::vector<uint32_t> free_in_flight_;
   std::vector<uint32_t> free_flows_;
   std::vector<std::vector<uint32_t>> on_resource_;
   uint64_t epoch_ = 0;

@@ -3,15 +3,17 @@
 // Rules, those of ccl's executor and transports:
 // - A rank starts after the call's fixed overhead; it posts every op of a round at once and starts
 //   the next round when all of them completed.
-// - Messages between an ordered pair travel one after the other in the order they were posted
-//   (one connection, head-of-line): a message occupies its channel for the route's latency, then
-//   its bytes flow over the route's resources. Sends are eager: a send completes when its bytes
-//   arrived, whether or not the receive was posted (the transports' slot rings and socket
-//   buffers).
+// - Messages between an ordered pair leave one after the other in the order they were posted
+//   (one connection, head-of-line): a message's bytes flow over the route's resources, then
+//   travel for the route's latency, while the next message's bytes may already flow (the wire is
+//   a pipeline). Sends are eager: a send completes when its bytes left, whether or not the
+//   receive was posted (the transports' slot rings and socket buffers); the receiver has them a
+//   latency later.
 // - The k-th receive a rank posts from a peer takes the k-th message of that channel. If it was
-//   posted when the bytes started to flow, it completes with their arrival (a RecvReduce also
-//   takes the receiver's core: it reduces as the pieces arrive); if the bytes came first, the
-//   receive completes after a local pass over them (copy or reduction) once posted.
+//   posted when the bytes started to flow, it completes with their arrival (a RecvReduce, or any
+//   receive over shared memory, also takes the receiver's core while they flow: it reduces or
+//   copies out as the pieces come); otherwise the receive completes after a local pass over them
+//   (copy or reduction) once both it is posted and they arrived.
 // - Local copies and reductions run on the rank's core (Network::core_of) at copy_gbps and
 //   reduce_gbps; they share it with the reductions of its incoming messages.
 // - Bandwidth is shared fairly (network.h). Events at equal times run in the order they were made,
@@ -30,9 +32,11 @@ namespace ccl::sim {
 
 /// One step of a run's critical path: the chain of ops, each waiting for the one before it, that
 /// ends when the last rank finishes. A message step runs from when its bytes could leave (its send
-/// posted, or the message before it on the same connection delivered) to their arrival: the
-/// route's latency, then its bytes at the share of its bottleneck. A local step is a copy or
-/// reduction on the rank's core, or the pass over bytes that arrived before their receive.
+/// posted, or the message before it on the same connection gone) to their arrival when the path
+/// goes on at the receiver: its bytes at the share of its bottleneck, then the route's latency;
+/// to when they left when it goes on at the sender (no latency). A local step is a copy or
+/// reduction on the rank's core, the pass over bytes that arrived before their receive, or the
+/// fixed overhead of a later call.
 /// Consecutive steps touch: each begins where the one it waited for ended.
 struct PathStep {
   int rank = 0;  // the rank that ran it (over a quotient: its representative)
@@ -42,7 +46,7 @@ struct PathStep {
   uint64_t bytes = 0;
   double begin_us = 0;
   double end_us = 0;
-  double latency_us = 0;    // a message's route latency, inside [begin, end]
+  double latency_us = 0;    // a message's route latency when inside [begin, end]
   const char* link = "";    // a message's link class ("shm", "net", ...)
   int64_t bottleneck = -1;  // the resource that bound its bytes longest (network index)
 };

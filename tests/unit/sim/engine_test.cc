@@ -18,13 +18,15 @@ namespace ccl::sim {
 namespace {
 
 TEST(SimEngine, OneMessageIsOverheadPlusAlphaPlusBytesOverBandwidth) {
-  // 1 GB/s = 1000 B/us: 1 MB takes 1000 us, after 5 us of latency and 2 us of call overhead.
+  // 1 GB/s = 1000 B/us: 1 MB takes 1000 us after 2 us of call overhead, and arrives 5 us of
+  // latency later; the sender is done when its bytes left.
   const PortNetwork net(2, 5.0, 1.0, 1000.0, 2.0);
   const std::vector<Program> p = {program({{{OpKind::Send, 1, 1000000}}}),
                                   program({{{OpKind::Recv, 0, 1000000}}})};
   const SimResult r = simulate(net, p);
   EXPECT_DOUBLE_EQ(r.time_us, 1007.0);
-  EXPECT_DOUBLE_EQ(r.finish_us[0], 1007.0);
+  EXPECT_DOUBLE_EQ(r.finish_us[0], 1002.0);
+  EXPECT_DOUBLE_EQ(r.finish_us[1], 1007.0);
   EXPECT_EQ(r.messages, 1u);
 }
 
@@ -123,11 +125,12 @@ TEST(SimEngine, TheSameRunGivesTheSameTimes) {
 }
 
 TEST(SimEngine, BackToBackCallsOverlapAlongAChain) {
-  // A chain 0 -> 1 -> 2 of 1000 B (alpha 5, 1 GB/s: 6 us a hop), overhead 2. One call:
-  // 2 + 6 + 6 = 14. Three back to back (a 2 us Delay between calls): rank 0 sends at 2..8,
-  // 10..16, 18..24; rank 1 forwards the first at 8..14, posts the second receive at 16 as its
-  // bytes land, forwards it 16..22, the third 24..30, when rank 2 has it too: (30 - 14) / 2 =
-  // 8 us a call in the steady state, not 14.
+  // A chain 0 -> 1 -> 2 of 1000 B (1 us of bytes at 1 GB/s, then 5 us of latency), overhead 2.
+  // One call: 2 + 6 + 6 = 14. Three back to back (a 2 us Delay between calls): rank 0's bytes
+  // leave at 2..3, 5..6, 8..9; rank 1 has the first at 8, forwards it 8..9, and after its Delay
+  // (9..11) posts the second receive as those bytes land (11): forwards it 11..12, then the
+  // third (landed at 14, as its Delay ends) 14..15, which rank 2 has at 20: (20 - 14) / 2 = 3 us
+  // a call in the steady state, not 14.
   const PortNetwork net(3, 5.0, 1.0, 1.0, 2.0);
   const std::vector<Program> one = {program({{{OpKind::Send, 1, 1000}}}),
                                     program({{{OpKind::Recv, 0, 1000}}, {{OpKind::Send, 2, 1000}}}),
@@ -136,9 +139,10 @@ TEST(SimEngine, BackToBackCallsOverlapAlongAChain) {
   for (const Program& p : one) three.push_back(repeated(p, 3, net.call_overhead_us()));
   EXPECT_DOUBLE_EQ(simulate(net, one).time_us, 14.0);
   const SimResult r = simulate(net, three);
-  EXPECT_DOUBLE_EQ(r.finish_us[0], 24.0);
-  EXPECT_DOUBLE_EQ(r.time_us, 30.0);
-  EXPECT_DOUBLE_EQ(r.finish_us[2], 30.0);
+  EXPECT_DOUBLE_EQ(r.finish_us[0], 9.0);
+  EXPECT_DOUBLE_EQ(r.finish_us[1], 15.0);
+  EXPECT_DOUBLE_EQ(r.time_us, 20.0);
+  EXPECT_EQ(r.last_rank, 2);
 }
 
 TEST(SimProgram, RepeatedPutsADelayBetweenCalls) {

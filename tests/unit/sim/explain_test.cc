@@ -23,17 +23,17 @@ std::string line_of(const std::string& text, const std::string& what) {
 }
 
 TEST(SimExplain, TheCriticalPathFollowsTheChainThatEndsLast) {
-  // Rank 0 sends 1000 B to rank 1 (2 + 5 + 1 = 8 us), which then sends 2000 B to rank 2
-  // (8 + 5 + 2 = 15 us). Rank 2's 100-byte copy in its first round is off the path.
+  // Rank 0 sends 1000 B to rank 1 (2 + 1 + 5 = 8 us), which then sends 2000 B to rank 2
+  // (8 + 2 + 5 = 15 us). Rank 2's 100-byte copy in its first round is off the path.
   const PortNetwork net(3, 5.0, 1.0, 1.0, 2.0);
   const std::vector<Program> p = {program({{{OpKind::Send, 1, 1000}}}),
                                   program({{{OpKind::Recv, 0, 1000}}, {{OpKind::Send, 2, 2000}}}),
                                   program({{{OpKind::Copy, -1, 100}}, {{OpKind::Recv, 1, 2000}}})};
   const SimResult r = simulate(net, p, {.explain = true});
-  // Rank 1's send completes with its delivery, as rank 2's receive does: the first of the ranks
-  // that finish last is named.
+  // Rank 1 is done when its bytes left (10); rank 2 has them at 15.
   EXPECT_DOUBLE_EQ(r.time_us, 15.0);
-  EXPECT_EQ(r.last_rank, 1);
+  EXPECT_EQ(r.last_rank, 2);
+  EXPECT_DOUBLE_EQ(r.finish_us[1], 10.0);
   ASSERT_EQ(r.critical_path.size(), 2u);
   const PathStep& a = r.critical_path[0];
   EXPECT_EQ(a.rank, 0);
@@ -57,17 +57,21 @@ TEST(SimExplain, TheCriticalPathFollowsTheChainThatEndsLast) {
 }
 
 TEST(SimExplain, AMessageQueuedBehindAnotherWaitsForIt) {
-  // Two messages of one round on one connection go one after the other: 2 + 5 + 1 = 8, then
-  // 8 + 5 + 1 = 14. The second waited for the first's delivery, not for its round.
+  // Two messages of one round on one connection leave one after the other (2..3, 3..4) and
+  // arrive 5 us later (8, 9). The second waited for the first's bytes to leave, not for its
+  // round: the path is the first's bytes, then the second's bytes and latency.
   const PortNetwork net(2, 5.0, 1.0, 1.0, 2.0);
   const std::vector<Program> p = {program({{{OpKind::Send, 1, 1000}, {OpKind::Send, 1, 1000}}}),
                                   program({{{OpKind::Recv, 0, 1000}, {OpKind::Recv, 0, 1000}}})};
   const SimResult r = simulate(net, p, {.explain = true});
-  EXPECT_DOUBLE_EQ(r.time_us, 14.0);
+  EXPECT_DOUBLE_EQ(r.time_us, 9.0);
   ASSERT_EQ(r.critical_path.size(), 2u);
-  EXPECT_DOUBLE_EQ(r.critical_path[0].end_us, 8.0);
-  EXPECT_DOUBLE_EQ(r.critical_path[1].begin_us, 8.0);
-  EXPECT_DOUBLE_EQ(r.critical_path[1].end_us, 14.0);
+  EXPECT_DOUBLE_EQ(r.critical_path[0].begin_us, 2.0);
+  EXPECT_DOUBLE_EQ(r.critical_path[0].end_us, 3.0);
+  EXPECT_DOUBLE_EQ(r.critical_path[0].latency_us, 0.0);
+  EXPECT_DOUBLE_EQ(r.critical_path[1].begin_us, 3.0);
+  EXPECT_DOUBLE_EQ(r.critical_path[1].end_us, 9.0);
+  EXPECT_DOUBLE_EQ(r.critical_path[1].latency_us, 5.0);
   EXPECT_EQ(r.critical_path[1].round, 0u);
 }
 
@@ -96,7 +100,7 @@ TEST(SimExplain, TheBreakdownAddsUpToTheRunsTime) {
                                   program({{{OpKind::Recv, 0, 1000}}, {{OpKind::Send, 2, 2000}}}),
                                   program({{{OpKind::Copy, -1, 100}}, {{OpKind::Recv, 1, 2000}}})};
   const std::string text = describe_path(simulate(net, p, {.explain = true}), net, 40);
-  EXPECT_NE(text.find("2 steps, ends on rank 1 at 15.000 us"), std::string::npos) << text;
+  EXPECT_NE(text.find("2 steps, ends on rank 2 at 15.000 us"), std::string::npos) << text;
   // 2 + latency 10 + bytes 3 = 15.
   EXPECT_NE(line_of(text, "start (the call's fixed overhead)").find(" 2.000 us"), std::string::npos)
       << text;
