@@ -15,7 +15,8 @@ function(run_sim)
   set(err "${e}" PARENT_SCOPE)
 endfunction()
 
-foreach(bad --bogus "--collective;bogus" "--fabric;mesh" "-b;1M;-e;8" "--ranks;0" "--oversub;0.5")
+foreach(bad --bogus "--collective;bogus" "--fabric;mesh" "-b;1M;-e;8" "--ranks;0" "--oversub;0.5"
+        "--max-ops;0" "--calls;0")
   run_sim(${bad})
   if(NOT status EQUAL 2 OR NOT err MATCHES "usage: ccl-sim")
     fail("'${bad}': status ${status}, stderr '${err}'")
@@ -67,4 +68,12 @@ if(NOT status EQUAL 0 OR NOT out MATCHES "# --explain: ring/[A-Za-z]+, 1048576 b
    OR NOT out MATCHES "send [0-9]+ KiB to rank [0-9] over net"
    OR NOT out MATCHES "bytes held by nic tx")
   fail("--explain: status ${status}, '${out}' '${err}'")
+endif()
+
+# --max-ops: a run above it gets the cost model's time, and says so.
+run_sim(--nodes 4 --per-node 4 -b 4M -e 4M --figures default --pick-only --algo allreduce:tree
+        --max-ops 10)
+if(NOT status EQUAL 0 OR NOT out MATCHES
+   "tree/[A-Za-z]+ \\* \\(cost model: [0-9]+ steps on rank 0 x 16 ranks, not symmetric, too large")
+  fail("--max-ops: status ${status}, '${out}' '${err}'")
 endif()

@@ -169,6 +169,14 @@ int Cluster::symmetry_period() const {
   return nranks_ % period == 0 ? static_cast<int>(period) : nranks_;
 }
 
+bool Cluster::xor_symmetric() const {
+  // r ^ kP keeps a rank's local index and moves whole nodes (and leaves) when the ranks per node
+  // and the period are powers of two; it stays inside 0..n-1 when n is one too.
+  const auto pow2 = [](int64_t v) { return v > 0 && (v & (v - 1)) == 0; };
+  const int period = symmetry_period();
+  return period < nranks_ && pow2(nranks_) && pow2(period) && pow2(spec_.per_node);
+}
+
 std::vector<topo::RankPlace> Cluster::places() const {
   std::vector<topo::RankPlace> places(static_cast<size_t>(nranks_));
   for (int r = 0; r < nranks_; ++r) {

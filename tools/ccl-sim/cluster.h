@@ -83,6 +83,7 @@ class Cluster : public Network {
     return sim::memory_scale(model_, footprint_bytes);
   }
   int symmetry_period() const override;
+  bool xor_symmetric() const override;
 
   const ClusterSpec& spec() const { return spec_; }
   const SimModel& model() const { return model_; }

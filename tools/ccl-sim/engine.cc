@@ -131,7 +131,8 @@ class Sim {
         programs_(programs),
         res_(net.resources()),
         full_(net.nranks()),
-        period_(options.period == 0 ? net.nranks() : options.period) {
+        period_(options.period == 0 ? net.nranks() : options.period),
+        xor_(options.xor_symmetry) {
     if (period_ < 1 || full_ % period_ != 0 || static_cast<int>(programs.size()) != period_) {
       throw Error(cclInternalError, "ccl-sim: " + std::to_string(programs.size()) +
                                         " programs for " + std::to_string(full_) +
@@ -257,9 +258,9 @@ class Sim {
     switch (op.kind) {
       case OpKind::Send: {
         // Over a quotient the message lands on the receiver's representative j, which sees it
-        // come from the sender moved as far as the receiver was: (r - (q - j)) mod n.
+        // come from the sender moved as the receiver was: by the move that takes q to j.
         const int j = op.peer % period_;
-        const int from = ((ref.rank - (op.peer - j)) % full_ + full_) % full_;
+        const int from = moved(ref.rank, op.peer, j);
         const int id = channel_id(from, j);
         Channel& c = channels_[size_t(id)];
         c.queued.push_back({ref, op.bytes});
@@ -320,13 +321,21 @@ class Sim {
   }
   Channel& channel(int from, int to) { return channels_[size_t(channel_id(from, to))]; }
 
+  // `x` moved by the move of the quotient's group that takes `a` to `b`: x - (a - b) mod n, or
+  // with XOR symmetry x ^ (a ^ b) (a ^ b is then a multiple of P, as a - b is).
+  int moved(int x, int a, int b) const {
+    if (xor_) return x ^ (a ^ b);
+    return ((x - (a - b)) % full_ + full_) % full_;
+  }
+
   // The route of the channel into representative `to` from the rank labelled `from`. It stands
-  // for the pair (r, q) of the sender's representative r = from mod P and the rank q = to + r -
-  // from it sent to: the sender's side is that pair's, the receiver's side (from, to)'s, its
-  // image on the representatives. Without a quotient both pairs are (from, to).
+  // for the pair (r, q) of the sender's representative r = from mod P and the rank q it sent to
+  // (`to` moved as `from` is moved to r): the sender's side is that pair's, the receiver's side
+  // (from, to)'s, its image on the representatives. Without a quotient both pairs are (from,
+  // to).
   Route route_of(int from, int to) const {
     const int r = from % period_;
-    const int q = ((to + r - from) % full_ + full_) % full_;
+    const int q = moved(to, r, from);
     if (r == from) return net_.route(from, to);
     const Route sender = net_.route(r, q);
     const Route receiver = net_.route(from, to);
@@ -636,6 +645,7 @@ class Sim {
   std::vector<double> capacity_;  // bytes per us, by resource (memory_scale applied)
   int full_;                      // ranks of the network
   int period_;                    // ranks simulated: all, or the representatives of a quotient
+  bool xor_;                      // the quotient's moves are XORs, not additions
   std::vector<RankState> ranks_;
   std::vector<Channel> channels_;
   std::unordered_map<uint64_t, int> channel_index_;

@@ -63,6 +63,10 @@ struct SimResult {
 struct SimOptions {
   /// Ranks r and r + period behave alike: only 0..period-1 run (0: every rank; below).
   int period = 0;
+  /// The quotient's moves are r -> r ^ kP (n and P powers of two), not r -> r + kP: the
+  /// symmetry of the power-of-two exchanges (recursive doubling, Rabenseifner), whose partner
+  /// r ^ 2^d moves with r only under XOR.
+  bool xor_symmetry = false;
   /// Trace the critical path (SimResult::critical_path).
   bool explain = false;
   /// The rate of the resources that are a CPU copying through memory (Resource::memory: shm

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <future>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -58,6 +59,7 @@ struct Args {
   bool no_shm = false;
   int root = 0;
   int calls = 1;
+  uint64_t max_ops = kMaxSimulatedOps;
 };
 
 [[noreturn]] void usage(const std::string& why) {
@@ -68,7 +70,7 @@ struct Args {
       "reduce|allgather|reducescatter|alltoall] [-b MIN] [-e MAX] [-f FACTOR] [--topo FILE] "
       "[--fabric fat-tree|rail] [--oversub R] [--nodes-per-leaf K] [--nics K] [--algo A] "
       "[--proto P] [--model FILE] [--figures cache|default|FILE] [--op sum|avg] [-r ROOT] "
-      "[--no-shm] [--pick-only] [--calls K] [--json FILE] [--explain]\n",
+      "[--no-shm] [--pick-only] [--calls K] [--max-ops N] [--json FILE] [--explain]\n",
       why.c_str());
   std::exit(2);
 }
@@ -139,6 +141,12 @@ Args parse(int argc, char** argv) {
       a.average = op == "avg";
     } else if (flag == "-r" || flag == "--root") {
       a.root = to_int(flag, value(), 0);
+    } else if (flag == "--max-ops") {
+      char* end = nullptr;
+      const char* text = value();
+      const double v = std::strtod(text, &end);
+      if (*end != '\0' || !(v >= 1 && v <= 1e12)) usage("--max-ops wants a count of ops >= 1");
+      a.max_ops = static_cast<uint64_t>(v);
     } else if (flag == "--calls") {
       a.calls = to_int(flag, value(), 1);
     } else if (flag == "--explain") {
@@ -248,15 +256,21 @@ int main(int argc, char** argv) {
       call.root = args.root % n;
       call.average = args.average;
       call.calls = args.calls;
+      call.max_ops = args.max_ops;
       for (const Candidate& c : candidates(tuner, collective, call_bytes, !args.pick_only)) {
         // --explain traces the pick at the largest size: its critical path follows the rows.
         const bool trace = args.explain && c.pick && bytes == sizes.back();
-        const Outcome out = run_candidate(cluster, c, call, layout.host_of_rank, layout.ring_order,
-                                          layout.tree_order, trace);
+        // The in-place run on a second thread: the two are independent (each its own engine
+        // over the same const cluster), and a large job's runs take minutes.
         Call in_place_call = call;
         in_place_call.in_place = true;
-        const Outcome in_place = run_candidate(cluster, c, in_place_call, layout.host_of_rank,
-                                               layout.ring_order, layout.tree_order);
+        auto in_place_run = std::async(std::launch::async, [&] {
+          return run_candidate(cluster, c, in_place_call, layout.host_of_rank, layout.ring_order,
+                               layout.tree_order);
+        });
+        const Outcome out = run_candidate(cluster, c, call, layout.host_of_rank, layout.ring_order,
+                                          layout.tree_order, trace);
+        const Outcome in_place = in_place_run.get();
         const double algbw = perf::alg_bandwidth(pcoll, g, 4, n, out.time_us * 1e-6);
         const double busbw = perf::bus_bandwidth(pcoll, algbw, n);
         const double ip_algbw = perf::alg_bandwidth(pcoll, g, 4, n, in_place.time_us * 1e-6);
@@ -271,6 +285,7 @@ int main(int argc, char** argv) {
                     perf::row_body(in_place.time_us, ip_algbw, ip_busbw, std::nullopt).c_str(),
                     candidate_name(c).c_str(), c.pick ? " *" : "",
                     out.simulated ? "" : (" (" + out.note + ")").c_str());
+        std::fflush(stdout);  // a row at a time: a large sweep takes minutes
         if (args.explain && out.simulated) {
           std::printf("#   %d ranks run, last rank %d at %.2f us, %llu messages, %llu events\n",
                       out.ranks_run, out.detail.last_rank, out.detail.time_us,

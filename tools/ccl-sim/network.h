@@ -70,6 +70,9 @@ class Network {
   /// The smallest P such that moving every rank by P (mod nranks) maps the network onto itself
   /// (resources and routes alike); nranks when there is no such symmetry.
   virtual int symmetry_period() const { return nranks(); }
+  /// Whether XOR with a multiple of symmetry_period() also maps the network onto itself (it
+  /// needs nranks and the period to be powers of two).
+  virtual bool xor_symmetric() const { return false; }
 };
 
 }  // namespace ccl::sim

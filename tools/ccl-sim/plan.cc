@@ -59,13 +59,13 @@ Program build_program(const tune::AlgorithmEntry& entry, const Candidate& candid
   return program_of(entry.build(args), call.elem_size, call.in_place, call.average);
 }
 
-// Whether `moved` is `base` with every peer moved by `shift` ranks (mod n).
-bool moved_by(const Program& base, const Program& moved, int shift, int n) {
+// Whether `moved` is `base` with every peer moved by `shift` ranks (mod n), or XORed with it.
+bool moved_by(const Program& base, const Program& moved, int shift, int n, bool by_xor) {
   if (base.round_end != moved.round_end || base.ops.size() != moved.ops.size()) return false;
   for (size_t i = 0; i < base.ops.size(); ++i) {
     const Op& a = base.ops[i];
     const Op& b = moved.ops[i];
-    const int peer = a.peer < 0 ? a.peer : (a.peer + shift) % n;
+    const int peer = a.peer < 0 ? a.peer : by_xor ? a.peer ^ shift : (a.peer + shift) % n;
     if (a.kind != b.kind || a.bytes != b.bytes || peer != b.peer) return false;
   }
   return true;
@@ -126,8 +126,9 @@ Outcome run_candidate(const Network& network, const Candidate& candidate, const 
     return outcome;
   };
   if (entry.build == nullptr) return model_only("cost model: no schedule");
-  const auto simulated = [&](const std::vector<Program>& programs, int period) {
-    SimOptions options{.period = period, .explain = explain, .memory_scale = memory_scale};
+  const auto simulated = [&](const std::vector<Program>& programs, int period, bool by_xor) {
+    SimOptions options{
+        .period = period, .xor_symmetry = by_xor, .explain = explain, .memory_scale = memory_scale};
     outcome.simulated = true;
     outcome.ranks_run = int(programs.size());
     if (call.calls <= 1) {
@@ -154,31 +155,42 @@ Outcome run_candidate(const Network& network, const Candidate& candidate, const 
   std::vector<Program> programs;
   // A quotient where the network and the schedule are symmetric: representatives 0..P-1, and
   // samples of the other orbits' members checked against them (the first, a middle and the last
-  // image of ranks 0, P/2 and P-1).
+  // image of ranks 0, P/2 and P-1, which are r + kP under either move). Moves by addition
+  // first (rings, pairwise exchanges, hierarchies), then by XOR where the network allows it
+  // (recursive doubling, Rabenseifner).
   const int period = network.symmetry_period();
   if (period < n) {
     for (int r = 0; r < period; ++r) programs.push_back(build(r));
-    bool symmetric = true;
+    struct Sample {
+      int rank, shift;
+      Program image;  // rank + shift's program
+    };
+    std::vector<Sample> samples;
     for (const int k : {1, n / period / 2, n / period - 1}) {
       for (const int r : {0, period / 2, period - 1}) {
-        if (k < 1 || !symmetric) continue;
-        symmetric = moved_by(programs[size_t(r)], build(r + k * period), k * period, n);
+        if (k >= 1) samples.push_back({r, k * period, build(r + k * period)});
       }
     }
-    if (symmetric) return simulated(programs, period);
+    for (const bool by_xor : {false, true}) {
+      if (by_xor && !network.xor_symmetric()) break;
+      bool symmetric = true;
+      for (const Sample& s : samples) {
+        symmetric = symmetric && moved_by(programs[size_t(s.rank)], s.image, s.shift, n, by_xor);
+      }
+      if (symmetric) return simulated(programs, period, by_xor);
+    }
     programs.clear();
   }
   // The whole job, if its programs fit: rank 0's size times n is the estimate.
   Program first = build(0);
-  if (uint64_t(first.ops.size()) * uint64_t(n) * uint64_t(std::max(1, call.calls)) >
-      kMaxSimulatedOps) {
+  if (uint64_t(first.ops.size()) * uint64_t(n) * uint64_t(std::max(1, call.calls)) > call.max_ops) {
     return model_only("cost model: " + std::to_string(first.ops.size()) + " steps on rank 0 x " +
                       std::to_string(n) + " ranks, not symmetric, too large to simulate");
   }
   programs.reserve(size_t(n));
   programs.push_back(std::move(first));
   for (int rank = 1; rank < n; ++rank) programs.push_back(build(rank));
-  return simulated(programs, 0);
+  return simulated(programs, 0, false);
 }
 
 std::string candidate_name(const Candidate& candidate) {

@@ -32,6 +32,10 @@ struct Candidate {
 std::vector<Candidate> candidates(const tune::Tuner& tuner, tune::Collective collective,
                                   size_t bytes, bool all);
 
+/// How large a run may be by default: the ops of every simulated rank's program together (16 B
+/// each, 3.2 GiB).
+inline constexpr uint64_t kMaxSimulatedOps = uint64_t{200} << 20;
+
 /// One collective call's arguments as the simulator needs them.
 struct Call {
   tune::Collective collective = tune::Collective::AllReduce;
@@ -43,6 +47,9 @@ struct Call {
   /// Calls back to back (program.h repeated), as nccl-tests times them: the time is one call's
   /// in the steady state, (T(calls) - T(1)) / (calls - 1). 1: one call alone.
   int calls = 1;
+  /// The largest run simulated: the ops of every simulated rank's program together, calls
+  /// included (16 B each); a larger one gets the cost model's time.
+  uint64_t max_ops = kMaxSimulatedOps;
 };
 
 struct Outcome {
@@ -57,15 +64,12 @@ struct Outcome {
 /// place), by the tuner's count convention (algo_selection.h).
 double footprint_bytes(const Call& call, int nranks);
 
-/// How large a run may be: the ops of every simulated rank's program together (16 B each).
-inline constexpr uint64_t kMaxSimulatedOps = uint64_t{200} << 20;
-
 /// Builds every rank's schedule with the entry's own builder (ring order, tree order and hosts
 /// from `host_of_rank` and `ring_order`/`tree_order`, as the planner passes them), turns each into
 /// a Program and runs them all. Where the network has a symmetry period P < n and the schedule
 /// has it too (rank r + kP's program is rank r's with peers moved by kP, checked on sampled ranks
 /// and orbits), only ranks 0..P-1 run, exactly (engine.h). A run whose programs would hold more
-/// than kMaxSimulatedOps ops is not simulated: `note` says so and time_us is the cost model's,
+/// than call.max_ops ops is not simulated: `note` says so and time_us is the cost model's,
 /// with the figures of a CPU's copies (shm, direct, reduce) scaled by the network's memory_scale
 /// for the call, as the simulated links are.
 /// `explain`: detail carries the critical path (engine.h).
