@@ -136,6 +136,9 @@ Route Cluster::route(int from, int to) const {
   if (a == b) {
     route.alpha_us = intra_figures().alpha_us;
     route.link = intra_link();
+    // A CPU moves shared memory and sockets: part of each message's alpha is the sender's own
+    // work. NVLink copies are the GPU's, asynchronous to the rank.
+    if (!spec_.nvlink) route.send_us = route.alpha_us * model_.sender_share;
     route.add(port_tx(from));
     if (std::string_view(route.link) == "shm") {
       // The sender's core copies the bytes into the shared buffer as the receiver's copies them
@@ -149,6 +152,7 @@ Route Cluster::route(int from, int to) const {
     return route;
   }
   route.alpha_us = model_.net.alpha_us;
+  route.send_us = route.alpha_us * model_.sender_share;
   route.link = "net";
   route.add(nic_tx(a));
   const int la = leaf_of_host(a), lb = leaf_of_host(b);

@@ -103,7 +103,7 @@ struct RankState {
   double finish = 0;
 };
 
-enum class EventKind : uint8_t { RankStart, Arrival, FlowEnd, DelayEnd };
+enum class EventKind : uint8_t { RankStart, FlowStart, Arrival, FlowEnd, DelayEnd };
 
 // A message whose bytes left and are on the wire for its route's latency.
 struct InFlight {
@@ -176,6 +176,9 @@ class Sim {
       switch (e.kind) {
         case EventKind::RankStart:
           start_round(static_cast<int>(e.id));
+          break;
+        case EventKind::FlowStart:
+          begin_flow_of(static_cast<int>(e.id));
           break;
         case EventKind::Arrival:
           arrive(e.id);
@@ -341,6 +344,7 @@ class Sim {
     const Route receiver = net_.route(from, to);
     Route route;
     route.alpha_us = sender.alpha_us;
+    route.send_us = sender.send_us;
     route.link = sender.link;
     route.receiver_copies = sender.receiver_copies;
     for (int i = 0; i < sender.sender; ++i) route.add(sender.resources[size_t(i)]);
@@ -360,7 +364,11 @@ class Sim {
       t.gate = behind;
       t.channel = id;
     }
-    begin_flow_of(id);
+    if (c.route.send_us > 0) {
+      push(now_ + c.route.send_us, EventKind::FlowStart, id, 0);
+    } else {
+      begin_flow_of(id);
+    }
   }
 
   void begin_flow_of(int id) {
@@ -428,7 +436,7 @@ class Sim {
     }
     in_flight_[a] = {flow.channel,   flow.message, uint64_t(flow.initial),
                      flow.with_core, flow.backlog, flow.op};
-    push(now_ + c.route.alpha_us, EventKind::Arrival, int(a), 0);
+    push(now_ + std::max(0.0, c.route.alpha_us - c.route.send_us), EventKind::Arrival, int(a), 0);
     if (!c.queued.empty()) start_message(flow.channel, flow.op);
     complete(flow.op);
   }
@@ -626,6 +634,7 @@ class Sim {
       if (op.kind == OpKind::Send) {
         const Route& route = channels_[size_t(t.channel)].route;
         step.link = route.link;
+        step.latency_us = route.send_us;
         if (to_arrival) {
           step.latency_us = route.alpha_us;
           step.end_us = t.arrival;

@@ -35,8 +35,12 @@ constexpr double kDirectOverheadUs = 0.5;
 // cache. A model file sets both for another machine.
 constexpr double kCacheBytes = 2.0 * 1024 * 1024;
 constexpr double kMemoryFactor = 0.52;
+// A loopback alpha (tcp or shm on one host) is two CPUs' work, the sender's and the receiver's,
+// with next to nothing in flight between them (LogP: alpha = o + L + o, L ~ 0): half of it is
+// the sender's. On a wire between hosts L is larger and this share smaller; a model file says so.
+constexpr double kSenderShare = 0.5;
 
-enum class Kind { Alpha, Bandwidth, Fraction };
+enum class Kind { Alpha, Bandwidth, Fraction, Share };
 
 struct Key {
   const char* name;
@@ -64,6 +68,7 @@ const Key kKeys[] = {
      Kind::Alpha},
     {"cache_bytes", [](SimModel& m) -> double& { return m.cache_bytes; }, Kind::Alpha},
     {"memory_factor", [](SimModel& m) -> double& { return m.memory_factor; }, Kind::Fraction},
+    {"sender_share", [](SimModel& m) -> double& { return m.sender_share; }, Kind::Share},
 };
 constexpr size_t kNumKeys = sizeof(kKeys) / sizeof(kKeys[0]);
 
@@ -72,6 +77,7 @@ const char* range_error(Kind kind, double v) {
   if (kind == Kind::Alpha && v < 0) return "must be >= 0";
   if (kind == Kind::Bandwidth && v <= 0) return "must be > 0";
   if (kind == Kind::Fraction && (v <= 0 || v > 1)) return "must be in (0, 1]";
+  if (kind == Kind::Share && (v < 0 || v > 1)) return "must be in [0, 1]";
   return nullptr;
 }
 
@@ -92,6 +98,7 @@ SimModel from_figures(const tune::Figures& figures) {
   m.direct_overhead_us = kDirectOverheadUs;
   m.cache_bytes = kCacheBytes;
   m.memory_factor = kMemoryFactor;
+  m.sender_share = kSenderShare;
   return m;
 }
 

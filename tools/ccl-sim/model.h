@@ -31,6 +31,9 @@ struct SimModel {
   // memory_factor once nothing fits (memory_scale).
   double cache_bytes = 0;
   double memory_factor = 1;
+  // The share of a CPU link's alpha (shm, net) the sender spends on each message before its
+  // bytes move (LogP's o over alpha; Route::send_us): back-to-back messages pay it in series.
+  double sender_share = 0;
 };
 
 // The rate of a CPU's copies for a call whose buffers take `footprint_bytes` on a rank, relative
@@ -49,9 +52,9 @@ void check_model(const SimModel& model, const char* where);
 // `base` with the keys of the file at `path` replaced: "key value" lines, '#' to the end of a
 // line is a comment. Keys: shm.alpha_us shm.beta_gbps nvlink.alpha_us nvlink.beta_gbps
 // net.alpha_us net.beta_gbps fabric.gbps direct.alpha_us direct.beta_gbps reduce_gbps copy_gbps
-// call_overhead_us direct_overhead_us cache_bytes memory_factor. An unreadable file, an unknown or
-// repeated key, a missing, extra or out-of-range value throws InvalidArgument naming the file, the
-// line and the key.
+// call_overhead_us direct_overhead_us cache_bytes memory_factor sender_share. An unreadable file,
+// an unknown or repeated key, a missing, extra or out-of-range value throws InvalidArgument naming
+// the file, the line and the key.
 SimModel read_model_file(const std::string& path, const SimModel& base);
 
 // Every key of the model, one "key value" line each, in the order above: a model file that

@@ -30,6 +30,10 @@ struct Resource {
 struct Route {
   static constexpr int kMaxResources = 8;
   double alpha_us = 0;
+  /// The part of alpha_us the sender spends on each message before its bytes move (LogP's o:
+  /// system calls, slot bookkeeping): its connection is busy for it and its send is done only
+  /// after it. The rest of alpha_us follows the bytes, in flight.
+  double send_us = 0;
   std::array<uint32_t, kMaxResources> resources{};
   int count = 0;
   /// The first `sender` resources are the sending side's (its port, its NIC, its leaf's uplink),

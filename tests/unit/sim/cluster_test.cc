@@ -87,6 +87,7 @@ TEST(Cluster, RoutesInsideAndBetweenNodes) {
   // port on the other, and its core while a posted receive copies the bytes out.
   EXPECT_EQ(resources_of(same), (std::vector<uint32_t>{c.port_tx(2), c.core_of(2), c.port_rx(5)}));
   EXPECT_EQ(same.sender, 2);
+  EXPECT_EQ(same.send_us, kModel.shm.alpha_us * kModel.sender_share);
   EXPECT_TRUE(same.receiver_copies);
   for (const uint32_t r : resources_of(same)) EXPECT_TRUE(c.resources()[r].memory) << r;
   // Four nodes under one leaf of 16: no uplink.
@@ -95,6 +96,7 @@ TEST(Cluster, RoutesInsideAndBetweenNodes) {
   EXPECT_EQ(cross.alpha_us, kModel.net.alpha_us);
   EXPECT_EQ(resources_of(cross), (std::vector<uint32_t>{c.nic_tx(0), c.nic_rx(3)}));
   EXPECT_FALSE(cross.receiver_copies);
+  EXPECT_EQ(cross.send_us, kModel.net.alpha_us * kModel.sender_share);
   for (const uint32_t r : resources_of(cross)) EXPECT_FALSE(c.resources()[r].memory) << r;
   EXPECT_THROW(c.route(3, 3), std::out_of_range);
   EXPECT_THROW(c.route(-1, 3), std::out_of_range);
@@ -162,6 +164,7 @@ TEST(Cluster, IntraNodeLinkClass) {
   // GPUs copy over NVLink: no CPU core on the way, and no CPU cache to fall out of.
   EXPECT_EQ(gpus.route(0, 7).count, 2);
   EXPECT_FALSE(gpus.route(0, 7).receiver_copies);
+  EXPECT_EQ(gpus.route(0, 7).send_us, 0);  // the GPU copies, asynchronous to the rank
   EXPECT_FALSE(gpus.resources()[gpus.port_tx(0)].memory);
   EXPECT_FALSE(gpus.resources()[gpus.core_of(0)].memory);
   EXPECT_STREQ(gpus.route(0, 8).link, "net");

@@ -41,6 +41,21 @@ TEST(SimEngine, MemoryBoundResourcesRunAtTheCallsMemoryScale) {
   EXPECT_DOUBLE_EQ(simulate(links, p, {.memory_scale = 0.5}).time_us, 1007.0);
 }
 
+TEST(SimEngine, TheSendersShareOfAlphaIsPaidPerMessageInSeries) {
+  // alpha 5, of which the sender spends 2 per message: three 1000 B messages on one connection
+  // leave at 2+2..5, 5+2..8, 8+2..11 (bytes 1 us each) and arrive 3 us later: 8, 11, 14. With no
+  // sender share they would leave back to back (3, 4, 5) and arrive at 8, 9, 10.
+  PortNetwork net(2, 5.0, 1.0, 1.0, 2.0);
+  const std::vector<Program> p = {
+      program({{{OpKind::Send, 1, 1000}, {OpKind::Send, 1, 1000}, {OpKind::Send, 1, 1000}}}),
+      program({{{OpKind::Recv, 0, 1000}, {OpKind::Recv, 0, 1000}, {OpKind::Recv, 0, 1000}}})};
+  EXPECT_DOUBLE_EQ(simulate(net, p).time_us, 10.0);
+  net.set_send_us(2.0);
+  const SimResult r = simulate(net, p);
+  EXPECT_DOUBLE_EQ(r.time_us, 14.0);
+  EXPECT_DOUBLE_EQ(r.finish_us[0], 11.0);  // the sender: done when its last bytes left
+}
+
 TEST(SimEngine, TwoSendersShareTheReceiversPort) {
   // Ranks 0 and 1 each send 1 MB to rank 2: its receive port is shared, 2000 us for both.
   const PortNetwork net(3, 0.0, 1.0, 1000.0);

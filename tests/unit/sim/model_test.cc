@@ -63,7 +63,8 @@ bool same(const SimModel& a, const SimModel& b) {
          a.fabric_gbps == b.fabric_gbps && same(a.direct, b.direct) &&
          a.reduce_gbps == b.reduce_gbps && a.copy_gbps == b.copy_gbps &&
          a.call_overhead_us == b.call_overhead_us && a.direct_overhead_us == b.direct_overhead_us &&
-         a.cache_bytes == b.cache_bytes && a.memory_factor == b.memory_factor;
+         a.cache_bytes == b.cache_bytes && a.memory_factor == b.memory_factor &&
+         a.sender_share == b.sender_share;
 }
 
 bool same(const tune::Figures& a, const tune::Figures& b) {
@@ -102,6 +103,7 @@ TEST(SimModel, FromFigures) {
   EXPECT_EQ(m.direct_overhead_us, 0.5);
   EXPECT_EQ(m.cache_bytes, 2 << 20);  // this VM's L2 per core
   EXPECT_EQ(m.memory_factor, 0.52);   // memcpy at 64 MiB against 1 MiB
+  EXPECT_EQ(m.sender_share, 0.5);     // a loopback alpha: two CPUs' work
   EXPECT_NO_THROW(check_model(m, "test"));
   EXPECT_NO_THROW(check_model(from_figures(tune::default_figures()), "test"));
 }

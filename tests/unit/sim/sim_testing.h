@@ -29,6 +29,7 @@ class PortNetwork : public Network {
   Route route(int from, int to) const override {
     Route r;
     r.alpha_us = alpha_;
+    r.send_us = send_us_;
     r.add(uint32_t(3 * from));
     r.add(uint32_t(3 * to + 1));
     r.link = "test";
@@ -38,10 +39,13 @@ class PortNetwork : public Network {
   double copy_gbps() const override { return reduce_ * 2; }
   double reduce_gbps() const override { return reduce_; }
   double call_overhead_us() const override { return overhead_; }
+  // The part of alpha each sender spends per message (Route::send_us).
+  void set_send_us(double us) { send_us_ = us; }
 
  private:
   int n_;
   double alpha_, reduce_, overhead_;
+  double send_us_ = 0;
   std::vector<Resource> res_;
 };
 
