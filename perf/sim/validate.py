@@ -493,10 +493,18 @@ class Validator:
         load_during = max(kept_loads) if kept_loads else None
         self.note(f"  {label}: {len(points)} points, {time.monotonic() - t_shape:.0f} s, other "
                   f"load: median before {load_before}, max during {load_during} CPUs")
+        # The figures themselves too: a --fresh-figures cache is gone after the run, and
+        # --resimulate needs them.
+        prefix = "the tuner cache, "
+        figures_text = None
+        if source.startswith(prefix) and os.path.exists(source[len(prefix):]):
+            with open(source[len(prefix):]) as f:
+                figures_text = f.read()
         for p in points:
             p["other_load_before_cpus"] = load_before
             p["other_load_during_max_cpus"] = load_during
             p["figures"] = source
+            p["figures_text"] = figures_text
             p["model"] = self.models.get((coll, n, transport), "")
         return points
 
@@ -538,10 +546,17 @@ def resimulate(doc: dict, sim: str, timeout: int, model: Optional[str],
     for p in doc["points"]:
         groups.setdefault((p["collective"], p["ranks"], p["transport"]), []).append(p)
     out = []
+    tmp = tempfile.mkdtemp(prefix="ccl-resimulate.")
     for (coll, n, transport), pts in groups.items():
         figures = pts[0]["figures"]
-        if not figures.startswith(prefix) or not os.path.exists(figures[len(prefix):]):
+        path = figures[len(prefix):] if figures.startswith(prefix) else ""
+        if not os.path.exists(path) and pts[0].get("figures_text"):
+            path = os.path.join(tmp, f"{coll}_{transport}_{n}.txt")
+            with open(path, "w") as f:
+                f.write(pts[0]["figures_text"])
+        if not os.path.exists(path):
             raise RunError(f"{coll} {transport} np{n}: its figures are gone ({figures})")
+        figures = prefix + path
         sizes = sorted(p["bytes"] for p in pts)
 
         def times(algo: Optional[str]) -> Dict[int, float]:
@@ -575,6 +590,7 @@ def resimulate(doc: dict, sim: str, timeout: int, model: Optional[str],
                                for alg, v in p["forced"].items()}
             score(q)
             out.append(q)
+    shutil.rmtree(tmp, ignore_errors=True)
     return out
 
 
@@ -626,12 +642,24 @@ def report(points: List[dict], usable_cpu: int, header: List[str]) -> str:
     allp = stats_row(points)
     rows.append(["**all**", ""] + allp)
     out.append(table(["collective", "transport"] + STATS_HEAD, rows, 2))
+    def summary(what: str, pts: List[dict]) -> None:
+        out.append(f"{what}: " + ", ".join(f"{h.replace(chr(92), '')} {x}"
+                                           for h, x in zip(STATS_HEAD[:4], stats_row(pts)[:4]))
+                   + ".")
+
     nover = [p for p in points if not p["oversubscribed"]]
     if nover and len(nover) != len(points):
         out.append("")
-        out.append(f"Without the oversubscribed shapes (ranks <= {usable_cpu} CPUs): " +
-                   ", ".join(f"{h.replace(chr(92), '')} {x}"
-                             for h, x in zip(STATS_HEAD[:4], stats_row(nover)[:4])) + ".")
+        summary(f"Without the oversubscribed shapes (ranks <= {usable_cpu} CPUs)", nover)
+    # The direct path has no schedule: ccl-sim gives its cost model's time, so those points
+    # measure the tuner's model, the others the simulation.
+    simulated = [p for p in points if p["pick_simulated"]]
+    if simulated and len(simulated) != len(points):
+        out.append("")
+        summary("Points whose pick ccl-sim simulated", simulated)
+        out.append("")
+        summary("Points whose pick has no schedule (the direct path: the tuner's cost model)",
+                [p for p in points if not p["pick_simulated"]])
 
     out.append("\n### Per collective, transport and rank count\n")
     rows = []
