@@ -142,11 +142,8 @@ Args parse(int argc, char** argv) {
     } else if (flag == "-r" || flag == "--root") {
       a.root = to_int(flag, value(), 0);
     } else if (flag == "--max-ops") {
-      char* end = nullptr;
-      const char* text = value();
-      const double v = std::strtod(text, &end);
-      if (*end != '\0' || !(v >= 1 && v <= 1e12)) usage("--max-ops wants a count of ops >= 1");
-      a.max_ops = static_cast<uint64_t>(v);
+      a.max_ops = to_size(flag, value());  // 64M: 64 Mi ops
+      if (a.max_ops < 1) usage("--max-ops wants a count of ops >= 1 (64M, 1G)");
     } else if (flag == "--calls") {
       a.calls = to_int(flag, value(), 1);
     } else if (flag == "--explain") {

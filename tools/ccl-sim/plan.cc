@@ -181,15 +181,20 @@ Outcome run_candidate(const Network& network, const Candidate& candidate, const 
     }
     programs.clear();
   }
-  // The whole job, if its programs fit: rank 0's size times n is the estimate.
-  Program first = build(0);
-  if (uint64_t(first.ops.size()) * uint64_t(n) * uint64_t(std::max(1, call.calls)) > call.max_ops) {
-    return model_only("cost model: " + std::to_string(first.ops.size()) + " steps on rank 0 x " +
-                      std::to_string(n) + " ranks, not symmetric, too large to simulate");
-  }
+  // The whole job, if its programs fit: they are built rank by rank and counted, and the run
+  // is given up as soon as they pass the budget.
   programs.reserve(size_t(n));
-  programs.push_back(std::move(first));
-  for (int rank = 1; rank < n; ++rank) programs.push_back(build(rank));
+  uint64_t ops = 0;
+  const auto calls = uint64_t(std::max(1, call.calls));
+  for (int rank = 0; rank < n; ++rank) {
+    programs.push_back(build(rank));
+    ops += uint64_t(programs.back().ops.size()) * calls;
+    if (ops > call.max_ops) {
+      return model_only("cost model: over " + std::to_string(call.max_ops) + " steps by rank " +
+                        std::to_string(rank) + " of " + std::to_string(n) +
+                        ", not symmetric, too large to simulate");
+    }
+  }
   return simulated(programs, 0, false);
 }
 
