@@ -4,11 +4,12 @@
 // - A rank starts after the call's fixed overhead; it posts every op of a round at once and starts
 //   the next round when all of them completed.
 // - Messages between an ordered pair leave one after the other in the order they were posted
-//   (one connection, head-of-line): a message's bytes flow over the route's resources, then
-//   travel for the route's latency, while the next message's bytes may already flow (the wire is
-//   a pipeline). Sends are eager: a send completes when its bytes left, whether or not the
-//   receive was posted (the transports' slot rings and socket buffers); the receiver has them a
-//   latency later.
+//   (one connection, head-of-line): the sender spends its share of the route's latency
+//   (Route::send_us), the bytes flow over the route's resources, then travel for the rest of the
+//   latency while the next message may already start (the wire is a pipeline). Sends are eager:
+//   a send completes when its bytes left, whether or not the receive was posted (the
+//   transports' slot rings and socket buffers); the receiver has them the rest of the latency
+//   later.
 // - The k-th receive a rank posts from a peer takes the k-th message of that channel. If it was
 //   posted when the bytes started to flow, it completes with their arrival (a RecvReduce, or any
 //   receive over shared memory, also takes the receiver's core while they flow: it reduces or

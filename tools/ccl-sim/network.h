@@ -25,8 +25,8 @@ struct Resource {
   bool memory = false;
 };
 
-/// The way from one rank to another: the latency of one message (paid once, before its bytes
-/// move) and the resources its bytes use.
+/// The way from one rank to another: the latency of one message (paid once: the sender's share
+/// before its bytes move, the rest after) and the resources its bytes use.
 struct Route {
   static constexpr int kMaxResources = 8;
   double alpha_us = 0;
