@@ -123,6 +123,7 @@ std::string describe_path(const SimResult& result, const Network& network, size_
     if (path.size() > max_steps && i == half) {
       out += printf_string("#  ... %zu steps ...\n", path.size() - 2 * half);
       i = path.size() - half;
+      if (i >= path.size()) break;  // max_steps 0 or 1: no last half to print
     }
     out += step_line(i, path[i], network);
   }
