@@ -408,27 +408,35 @@ class Measurement:
         return statistics.median(values) if values else None
 
 
-def run_bounded(cmd: List[str], env: Dict[str, str], timeout: int):
+def run_bounded(cmd: List[str], env: Dict[str, str], timeout: float, cwd: Optional[str] = None):
     """(returncode, stdout, stderr), or None on timeout. The command gets its own process group,
     so a timeout stops whatever it started too (mpirun's ranks, gloo_bench's): SIGTERM first, which
-    lets a launcher take its ranks down, then SIGKILL."""
-    p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         start_new_session=True)
+    lets a launcher take its ranks down, then SIGKILL. So does this script being stopped while it
+    waits (Ctrl-C, SIGTERM raised as SystemExit), before the exception goes on."""
+    p = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, start_new_session=True)
     try:
         out, err = p.communicate(timeout=timeout)
         return p.returncode, out, err
     except subprocess.TimeoutExpired:
-        for sig, grace in ((signal.SIGTERM, 5), (signal.SIGKILL, 30)):
-            try:
-                os.killpg(p.pid, sig)
-            except ProcessLookupError:
-                break
-            try:
-                p.communicate(timeout=grace)
-                break
-            except subprocess.TimeoutExpired:
-                continue
+        stop_group(p)
         return None
+    except BaseException:
+        stop_group(p)
+        raise
+
+
+def stop_group(p: subprocess.Popen) -> None:
+    for sig, grace in ((signal.SIGTERM, 5), (signal.SIGKILL, 30)):
+        try:
+            os.killpg(p.pid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            p.communicate(timeout=grace)
+            break
+        except subprocess.TimeoutExpired:
+            continue
 
 
 GLOO_UNSUPPORTED = 3  # gloo_bench's exit status for a collective torch's Gloo lacks

@@ -23,13 +23,14 @@ import json
 import math
 import os
 import re
-import signal
-import subprocess
 import sys
 import tempfile
 import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "compare"))
+from compare import run_bounded  # noqa: E402  (perf/compare/compare.py)
 DGX_H100 = "tests/data/dgx_h100.xml"
 
 GIB = 1 << 30
@@ -134,19 +135,13 @@ class Run:
         argv.insert(i + 1, os.path.join(tmp, self.model))
         argv += ["--json", out]
         t0 = time.monotonic()
-        proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, start_new_session=True)
-        try:
-            stdout, stderr = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
-            self.wall_s = time.monotonic() - t0
+        result = run_bounded(argv, dict(os.environ), timeout, cwd=REPO)
+        self.wall_s = time.monotonic() - t0
+        if result is None:
             self.rc = -9
             self.error = "timed out after %d s" % timeout
             return
-        self.wall_s = time.monotonic() - t0
-        self.rc = proc.returncode
+        self.rc, stdout, stderr = result
         self.stdout = stdout
         for m in re.finditer(r"latency \((\w+)\)\s+([\d.]+) us.*?in (\d+) steps", stdout):
             self.critical[m.group(1)] = [float(m.group(2)), int(m.group(3))]

@@ -62,6 +62,8 @@ from typing import Dict, List, Optional, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "compare"))
+from compare import run_bounded  # noqa: E402  (perf/compare/compare.py)
 
 # collective -> (perf binary, its nccl-tests flags)
 COLLECTIVES = {
@@ -159,26 +161,45 @@ def busy_cpus(sample_s: float) -> Optional[float]:
     return (1.0 - (i1 - i0) / (t1 - t0)) * (os.cpu_count() or 1)
 
 
-def run_bounded(cmd: List[str], env: Dict[str, str], timeout: float) -> subprocess.CompletedProcess:
-    """subprocess.run in a session of its own: on a timeout, or when this script is stopped
-    (SIGINT, SIGTERM), the whole group (cclrun and its ranks) gets SIGTERM, then SIGKILL."""
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except BaseException:
-        for sig, wait in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 3.0)):
-            try:
-                os.killpg(proc.pid, sig)
-            except ProcessLookupError:
-                break
-            try:
-                proc.wait(timeout=wait)
-                break
-            except subprocess.TimeoutExpired:
-                continue
-        raise
-    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+def run_or_fail(cmd: List[str], env: Dict[str, str], timeout: float,
+                what: str) -> subprocess.CompletedProcess:
+    """compare.run_bounded (its own session: a timeout, or this script being stopped, takes the
+    whole group down, cclrun and its ranks), with a timeout as a RunError naming `what`."""
+    result = run_bounded(cmd, env, timeout)
+    if result is None:
+        raise RunError(f"{what}: timed out after {timeout} s: {shlex.join(cmd)}")
+    return subprocess.CompletedProcess(cmd, *result)
+
+
+def sim_command(sim: str, coll: str, n: int, transport: str, sweep: Tuple[int, int, int],
+                figures: str, pick_only: bool, algo: Optional[str], model: Optional[str],
+                calls: int) -> List[str]:
+    """ccl-sim on the shape of a real run: n ranks on this host, shm off for tcp; sweep is
+    (-b, -e, -f); figures: "cache" or a figures file; --json is added by run_sim."""
+    cmd = [sim, "--ranks", str(n), "--collective", coll, "-b", str(sweep[0]), "-e",
+           str(sweep[1]), "-f", str(sweep[2]), "--figures", figures, "--calls", str(calls)]
+    if model:
+        cmd += ["--model", model]
+    if pick_only:
+        cmd.append("--pick-only")
+    if algo:
+        cmd += ["--algo", f"{coll}:{algo}"]
+    if transport == "tcp":
+        cmd.append("--no-shm")
+    return cmd
+
+
+def run_sim(cmd: List[str], out_json: str, env: Dict[str, str],
+            timeout: float) -> Tuple[List[dict], subprocess.CompletedProcess]:
+    """Runs a sim_command with --json out_json: its results (then out_json is removed) and the
+    finished process; a RunError on a timeout or a failure."""
+    out = run_or_fail(cmd + ["--json", out_json], env, timeout, "ccl-sim")
+    if out.returncode != 0:
+        raise RunError(f"ccl-sim exit {out.returncode}: {shlex.join(out.args)}\n{out.stderr}")
+    with open(out_json) as f:
+        results = json.load(f)["results"]
+    os.unlink(out_json)
+    return results, out
 
 
 def loadavg() -> str:
@@ -270,10 +291,7 @@ class Validator:
         t0 = time.monotonic()
         what = f"{coll} np{n} {transport} " + (f"CCL_ALGO={env['CCL_ALGO']}" if algo else
                                                 "tuner's choice")
-        try:
-            out = run_bounded(cmd, env, a.timeout + 30)
-        except subprocess.TimeoutExpired:
-            raise RunError(f"{what}: timed out after {a.timeout + 30} s: {shlex.join(cmd)}")
+        out = run_or_fail(cmd, env, a.timeout + 30, what)
         wall = time.monotonic() - t0
         machine1, ours1 = busy_seconds(), children_cpu_seconds()
         during = None
@@ -328,27 +346,10 @@ class Validator:
     def sim_run(self, coll: str, n: int, transport: str, pick_only: bool,
                 algo: Optional[str]) -> Tuple[List[dict], str]:
         a = self.args
-        out_json = os.path.join(self.tmp, "sim.json")
-        cmd = [self.sim, "--ranks", str(n), "--collective", coll, "-b", str(a.begin), "-e",
-               str(a.end), "-f", str(a.factor), "--figures", "cache", "--json", out_json]
-        if a.sim_model:
-            cmd += ["--model", a.sim_model]
-        cmd += ["--calls", str(a.sim_calls)]
-        if pick_only:
-            cmd.append("--pick-only")
-        if algo:
-            cmd += ["--algo", f"{coll}:{algo}"]
-        if transport == "tcp":
-            cmd.append("--no-shm")
-        try:
-            out = run_bounded(cmd, self.base_env("shm"), a.sim_timeout)
-        except subprocess.TimeoutExpired:
-            raise RunError(f"ccl-sim timed out after {a.sim_timeout} s: {shlex.join(cmd)}")
-        if out.returncode != 0:
-            raise RunError(f"ccl-sim exit {out.returncode}: {shlex.join(cmd)}\n{out.stderr}")
-        with open(out_json) as f:
-            results = json.load(f)["results"]
-        os.unlink(out_json)
+        cmd = sim_command(self.sim, coll, n, transport, (a.begin, a.end, a.factor), "cache",
+                          pick_only, algo, a.sim_model, a.sim_calls)
+        results, out = run_sim(cmd, os.path.join(self.tmp, "sim.json"), self.base_env("shm"),
+                               a.sim_timeout)
         source, model = "", []
         for line in out.stdout.splitlines():
             if line.startswith("# the tuner's figures:"):
@@ -556,28 +557,12 @@ def resimulate(doc: dict, sim: str, timeout: int, model: Optional[str],
                 f.write(pts[0]["figures_text"])
         if not os.path.exists(path):
             raise RunError(f"{coll} {transport} np{n}: its figures are gone ({figures})")
-        figures = prefix + path
         sizes = sorted(p["bytes"] for p in pts)
 
         def times(algo: Optional[str]) -> Dict[int, float]:
-            with tempfile.TemporaryDirectory() as tmp:
-                out_json = os.path.join(tmp, "sim.json")
-                cmd = [sim, "--ranks", str(n), "--collective", coll, "-b", str(sizes[0]), "-e",
-                       str(sizes[-1]), "-f", "2", "--figures", figures[len(prefix):],
-                       "--pick-only", "--json", out_json]
-                if algo:
-                    cmd += ["--algo", f"{coll}:{algo}"]
-                if transport == "tcp":
-                    cmd.append("--no-shm")
-                if model:
-                    cmd += ["--model", model]
-                cmd += ["--calls", str(calls)]
-                run = run_bounded(cmd, dict(os.environ), timeout)
-                if run.returncode != 0:
-                    raise RunError(f"ccl-sim exit {run.returncode}: {shlex.join(cmd)}\n"
-                                   f"{run.stderr}")
-                with open(out_json) as f:
-                    results = json.load(f)["results"]
+            cmd = sim_command(sim, coll, n, transport, (sizes[0], sizes[-1], 2), path, True, algo,
+                              model, calls)
+            results, _ = run_sim(cmd, os.path.join(tmp, "sim.json"), dict(os.environ), timeout)
             return {int(r["bytes"]): float(r["time_us"]) for r in results}
 
         picks = times(None)
