@@ -3,7 +3,6 @@
 #include <cmath>
 #include <cstdio>
 #include <stdexcept>
-#include <string_view>
 
 #include "text.h"
 #include "topology/paths.h"
@@ -76,7 +75,7 @@ Cluster::Cluster(const ClusterSpec& spec, const SimModel& model) : spec_(spec), 
   resources_.resize(leaf_base_ + 2 * static_cast<size_t>(nleaves_));
   const double port_gbps = intra_figures().beta_gbps;
   // Shared memory is CPUs copying; NVLink is GPUs', and the GPU's own memory is not a CPU cache.
-  const bool shm_ports = !spec.nvlink && spec.shm;
+  const bool shm_ports = intra_is_shm();
   for (int r = 0; r < nranks_; ++r) {
     resources_[port_tx(r)] = {"rank " + std::to_string(r) + " tx", port_gbps, shm_ports};
     resources_[port_rx(r)] = {"rank " + std::to_string(r) + " rx", port_gbps, shm_ports};
@@ -140,7 +139,7 @@ Route Cluster::route(int from, int to) const {
     // work. NVLink copies are the GPU's, asynchronous to the rank.
     if (!spec_.nvlink) route.send_us = route.alpha_us * model_.sender_share;
     route.add(port_tx(from));
-    if (std::string_view(route.link) == "shm") {
+    if (intra_is_shm()) {
       // The sender's core copies the bytes into the shared buffer as the receiver's copies them
       // out: both cores are busy while they flow (a ring step shares each with the step the
       // rank receives at the same time).

@@ -107,6 +107,8 @@ class Cluster : public Network {
   // The link class inside a node: "nvlink", "shm" or "net" (loopback tcp when shm is off), and
   // its figures.
   const char* intra_link() const;
+  // The ranks of a node talk over shared memory: CPUs copying (not NVLink, not loopback tcp).
+  bool intra_is_shm() const { return spec_.shm && !spec_.nvlink; }
   const tune::LinkFigures& intra_figures() const;
 
   // Each rank's place as ccl's rendezvous would see it: host "node<i>", locality {local index},

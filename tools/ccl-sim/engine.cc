@@ -279,18 +279,16 @@ class Sim {
           const Channel::Arrived m = c.arrived.front();
           c.arrived.pop_front();
           ++c.matched;
-          if (op.kind == OpKind::RecvReduce) {
-            local_job(ref, double(m.bytes));
-          } else if (m.at < now_ || c.route.receiver_copies) {
-            local_job(ref, double(m.bytes) * copy_scale_);
+          // Posted at the instant they arrived, a plain receive counts as posted first (the
+          // order of events at one instant must not matter): they landed in place.
+          if (works_as_it_lands(c, ref) || m.at < now_) {
+            pass_over(ref, double(m.bytes));
           } else {
-            // Posted at the instant they arrived: as if posted first (the order of events at
-            // one instant must not matter), they landed in place.
             complete(ref);
           }
         } else {
           c.recvs.push_back(ref);
-          if (c.busy && c.started == c.recv_posted) join_flow(c, op.kind == OpKind::RecvReduce);
+          if (c.busy && c.started == c.recv_posted && works_as_it_lands(c, ref)) join_flow(c);
         }
         break;
       }
@@ -378,11 +376,8 @@ class Sim {
     const uint64_t index = c.started++;
     // Its receive is posted when more receives than this message's index were: then a
     // RecvReduce reduces the pieces as they land, on the receiver's core.
-    bool with_core = false;
-    if (c.recv_posted > index) {
-      const OpRef recv = c.recvs[size_t(index - c.matched)];
-      with_core = op_at(recv).kind == OpKind::RecvReduce || c.route.receiver_copies;
-    }
+    const bool with_core =
+        c.recv_posted > index && works_as_it_lands(c, c.recvs[size_t(index - c.matched)]);
     const uint32_t f = new_flow(double(m.bytes));
     c.flowing = f;
     Flow& flow = flows_[f];
@@ -396,6 +391,18 @@ class Sim {
     start_flow(f);
   }
 
+  // Whether receive `recv` works on its bytes with the receiver's core: a reduction, or a copy
+  // out of a shared buffer (Route::receiver_copies). Such a receive posted before its bytes
+  // flow occupies the core while they do; otherwise it makes a pass over them afterwards.
+  bool works_as_it_lands(const Channel& c, OpRef recv) const {
+    return op_at(recv).kind == OpKind::RecvReduce || c.route.receiver_copies;
+  }
+
+  // The receive's pass over `bytes` that landed without it: a reduction, or a copy out.
+  void pass_over(OpRef recv, double bytes) {
+    local_job(recv, op_at(recv).kind == OpKind::RecvReduce ? bytes : bytes * copy_scale_);
+  }
+
   void add_receiver_core(Flow& flow, int to) {
     const uint32_t core = net_.core_of(to);
     if (std::find(flow.res.begin(), flow.res.begin() + flow.nres, core) ==
@@ -407,9 +414,9 @@ class Sim {
   // A receive posted while its message flows: it reduces (or copies out) the rest as it comes;
   // what flowed before is left for a pass after the arrival. Posted at the instant the flow
   // began, that is nothing: the order of events at one instant does not matter.
-  void join_flow(Channel& c, bool reduce) {
+  void join_flow(Channel& c) {
     Flow& flow = flows_[c.flowing];
-    if (flow.with_core || !(reduce || c.route.receiver_copies)) return;
+    if (flow.with_core) return;
     const double moved = std::min(flow.remaining, flow.rate * (now_ - flow.last));
     flow.backlog = flow.initial - (flow.remaining - moved);
     flow.with_core = true;
@@ -447,7 +454,6 @@ class Sim {
     // Everything on the channel first: completing an op may post the next round, whose new
     // channels can move channels_ (the reference would dangle).
     Channel& c = channels_[size_t(m.channel)];
-    const bool copies = c.route.receiver_copies;
     if (explain_) trace_of(m.send).arrival = now_;
     OpRef recv;
     if (c.recv_posted > m.message) {
@@ -460,15 +466,16 @@ class Sim {
     if (recv.rank < 0) return;
     // Posted while the bytes flowed without the receiver's core: the reduction (or the copy out
     // of a shared buffer) is left to do.
-    const bool reduce = op_at(recv).kind == OpKind::RecvReduce;
-    const double left = m.with_core ? m.backlog : (reduce || copies) ? double(m.bytes) : 0.0;
+    const double left = m.with_core                  ? m.backlog
+                        : works_as_it_lands(c, recv) ? double(m.bytes)
+                                                     : 0.0;
     if (explain_) {
       OpTrace& t = trace_of(recv);
       t.gate = m.send;
       t.pass_after_arrival = left > 0;
     }
     if (left > 0) {
-      local_job(recv, reduce ? left : left * copy_scale_);
+      pass_over(recv, left);
     } else {
       complete(recv);
     }
@@ -571,12 +578,12 @@ class Sim {
         bound = r;
       }
     }
-    if (explain_ && bound != flow.bound) {
+    if (explain_) {
       flow.note_moved(moved);
-      flow.bound = bound;
-      flow.bound_bytes = 0;
-    } else if (explain_) {
-      flow.note_moved(moved);
+      if (bound != flow.bound) {
+        flow.bound = bound;
+        flow.bound_bytes = 0;
+      }
     }
     // An unchanged rate keeps its end event: most flows sharing a resource with one that starts
     // or ends are held back elsewhere (their bottleneck did not move).

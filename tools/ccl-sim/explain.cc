@@ -1,6 +1,6 @@
 #include "explain.h"
 
-#include <cctype>
+#include <algorithm>
 #include <map>
 #include <utility>
 
@@ -63,20 +63,13 @@ std::string step_line(size_t index, const PathStep& step, const Network& network
 }  // namespace
 
 std::string resource_kind(const std::string& name) {
-  // Drop the first number and the space before it: "rank 12 tx" -> "rank tx".
-  std::string out;
-  bool dropped = false;
-  for (size_t i = 0; i < name.size(); ++i) {
-    if (!dropped && std::isdigit(static_cast<unsigned char>(name[i]))) {
-      while (i < name.size() && std::isdigit(static_cast<unsigned char>(name[i]))) ++i;
-      if (!out.empty() && out.back() == ' ' && i < name.size() && name[i] == ' ') out.pop_back();
-      dropped = true;
-      --i;
-      continue;
-    }
-    out += name[i];
-  }
-  return out;
+  // Drop the first number and one of the spaces around it: "rank 12 tx" -> "rank tx".
+  constexpr const char* kDigits = "0123456789";
+  size_t begin = name.find_first_of(kDigits);
+  if (begin == std::string::npos) return name;
+  const size_t end = std::min(name.find_first_not_of(kDigits, begin), name.size());
+  if (begin > 0 && name[begin - 1] == ' ' && end < name.size() && name[end] == ' ') --begin;
+  return name.substr(0, begin) + name.substr(end);
 }
 
 std::string describe_path(const SimResult& result, const Network& network, size_t max_steps) {

@@ -40,7 +40,9 @@ constexpr double kMemoryFactor = 0.52;
 // the sender's. On a wire between hosts L is larger and this share smaller; a model file says so.
 constexpr double kSenderShare = 0.5;
 
-enum class Kind { Alpha, Bandwidth, Fraction, Share };
+// What a key's value may be: >= 0 (latencies, overheads, byte counts), > 0 (bandwidths, rates),
+// in (0, 1] (a slowdown), in [0, 1] (a share).
+enum class Kind { NonNegative, Positive, Fraction, Share };
 
 struct Key {
   const char* name;
@@ -50,23 +52,24 @@ struct Key {
 
 // The file's keys, in format_model's order. Captureless lambdas: one accessor per field.
 const Key kKeys[] = {
-    {"shm.alpha_us", [](SimModel& m) -> double& { return m.shm.alpha_us; }, Kind::Alpha},
-    {"shm.beta_gbps", [](SimModel& m) -> double& { return m.shm.beta_gbps; }, Kind::Bandwidth},
-    {"nvlink.alpha_us", [](SimModel& m) -> double& { return m.nvlink.alpha_us; }, Kind::Alpha},
-    {"nvlink.beta_gbps", [](SimModel& m) -> double& { return m.nvlink.beta_gbps; },
-     Kind::Bandwidth},
-    {"net.alpha_us", [](SimModel& m) -> double& { return m.net.alpha_us; }, Kind::Alpha},
-    {"net.beta_gbps", [](SimModel& m) -> double& { return m.net.beta_gbps; }, Kind::Bandwidth},
-    {"fabric.gbps", [](SimModel& m) -> double& { return m.fabric_gbps; }, Kind::Bandwidth},
-    {"direct.alpha_us", [](SimModel& m) -> double& { return m.direct.alpha_us; }, Kind::Alpha},
-    {"direct.beta_gbps", [](SimModel& m) -> double& { return m.direct.beta_gbps; },
-     Kind::Bandwidth},
-    {"reduce_gbps", [](SimModel& m) -> double& { return m.reduce_gbps; }, Kind::Bandwidth},
-    {"copy_gbps", [](SimModel& m) -> double& { return m.copy_gbps; }, Kind::Bandwidth},
-    {"call_overhead_us", [](SimModel& m) -> double& { return m.call_overhead_us; }, Kind::Alpha},
+    {"shm.alpha_us", [](SimModel& m) -> double& { return m.shm.alpha_us; }, Kind::NonNegative},
+    {"shm.beta_gbps", [](SimModel& m) -> double& { return m.shm.beta_gbps; }, Kind::Positive},
+    {"nvlink.alpha_us", [](SimModel& m) -> double& { return m.nvlink.alpha_us; },
+     Kind::NonNegative},
+    {"nvlink.beta_gbps", [](SimModel& m) -> double& { return m.nvlink.beta_gbps; }, Kind::Positive},
+    {"net.alpha_us", [](SimModel& m) -> double& { return m.net.alpha_us; }, Kind::NonNegative},
+    {"net.beta_gbps", [](SimModel& m) -> double& { return m.net.beta_gbps; }, Kind::Positive},
+    {"fabric.gbps", [](SimModel& m) -> double& { return m.fabric_gbps; }, Kind::Positive},
+    {"direct.alpha_us", [](SimModel& m) -> double& { return m.direct.alpha_us; },
+     Kind::NonNegative},
+    {"direct.beta_gbps", [](SimModel& m) -> double& { return m.direct.beta_gbps; }, Kind::Positive},
+    {"reduce_gbps", [](SimModel& m) -> double& { return m.reduce_gbps; }, Kind::Positive},
+    {"copy_gbps", [](SimModel& m) -> double& { return m.copy_gbps; }, Kind::Positive},
+    {"call_overhead_us", [](SimModel& m) -> double& { return m.call_overhead_us; },
+     Kind::NonNegative},
     {"direct_overhead_us", [](SimModel& m) -> double& { return m.direct_overhead_us; },
-     Kind::Alpha},
-    {"cache_bytes", [](SimModel& m) -> double& { return m.cache_bytes; }, Kind::Alpha},
+     Kind::NonNegative},
+    {"cache_bytes", [](SimModel& m) -> double& { return m.cache_bytes; }, Kind::NonNegative},
     {"memory_factor", [](SimModel& m) -> double& { return m.memory_factor; }, Kind::Fraction},
     {"sender_share", [](SimModel& m) -> double& { return m.sender_share; }, Kind::Share},
 };
@@ -74,8 +77,8 @@ constexpr size_t kNumKeys = sizeof(kKeys) / sizeof(kKeys[0]);
 
 const char* range_error(Kind kind, double v) {
   if (!std::isfinite(v)) return "not a finite number";
-  if (kind == Kind::Alpha && v < 0) return "must be >= 0";
-  if (kind == Kind::Bandwidth && v <= 0) return "must be > 0";
+  if (kind == Kind::NonNegative && v < 0) return "must be >= 0";
+  if (kind == Kind::Positive && v <= 0) return "must be > 0";
   if (kind == Kind::Fraction && (v <= 0 || v > 1)) return "must be in (0, 1]";
   if (kind == Kind::Share && (v < 0 || v > 1)) return "must be in [0, 1]";
   return nullptr;
