@@ -13,7 +13,7 @@
 #include "core/bootstrap/torch_store_client.h"
 #include "core/bootstrap/unique_id.h"
 #include "core/api_comm_support.h"
-#include "core/launcher_env.h"
+#include "core/launch/launcher_env.h"
 
 using namespace ccl;
 using namespace ccl::api;

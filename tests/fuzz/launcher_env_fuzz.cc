@@ -1,10 +1,10 @@
-// What cclCommInitFromEnv reads from the launcher (core/launcher_env.h): ranks, sizes, the
+// What cclCommInitFromEnv reads from the launcher (core/launch/launcher_env.h): ranks, sizes, the
 // rendezvous address (host:port, [v6]:port) and the secret, through the injectable lookup. Input:
 // "NAME=value" lines, the environment the lookup sees (a later line for a name wins).
 #include <map>
 
 #include "base/error.h"
-#include "core/launcher_env.h"
+#include "core/launch/launcher_env.h"
 #include "fuzz_check.h"
 
 using namespace ccl;

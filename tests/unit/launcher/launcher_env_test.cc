@@ -1,7 +1,7 @@
 // read_launcher_env: which launcher wins, how values are checked and what the errors say,
 // through the EnvLookup injection (a fake environment), plus the real-environment form with a
 // real inherited listening socket.
-#include "core/launcher_env.h"
+#include "core/launch/launcher_env.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-#include "core/launcher_env.h"
+#include "core/launch/launcher_env.h"
 
 #include <fcntl.h>
 #include <netinet/in.h>
