@@ -27,7 +27,7 @@ struct ExecBuffers {
   void* output = nullptr;
   void* scratch = nullptr;            // at least schedule.scratch_elems elements
   std::span<std::byte* const> slots;  // Buffer::Slot regions (send/recv groups)
-  // Their registrations (core/registration_cache.h), nullptr where none: each request that sends
+  // Their registrations (core/registration/registration_cache.h), nullptr where none: each request that sends
   // from or receives into a user buffer carries its registration (transport.h).
   const transport::RegisteredRegion* input_region = nullptr;
   const transport::RegisteredRegion* output_region = nullptr;

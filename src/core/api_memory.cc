@@ -1,6 +1,6 @@
 // cclMemAlloc / cclMemFree: registered host memory (transport/shm/registered_memory.h);
 // cclCommRegister / cclCommDeregister: the communicator's registration cache
-// (core/registration_cache.h).
+// (core/registration/registration_cache.h).
 #include "base/error.h"
 #include "core/api_guard.h"
 #include "core/comm.h"

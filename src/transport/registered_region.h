@@ -3,7 +3,7 @@
 // concept for every medium: each transport adds its own key in Transport::register_memory — shm
 // the memfd of a cclMemAlloc allocation (so a peer maps it), InfiniBand an MR's lkey/rkey over the
 // page-aligned span, UCX a packed rkey, the CUDA path an IPC handle. The communicator's
-// registration cache (core/registration_cache.h) makes one per region and shares it, refcounted;
+// registration cache (core/registration/registration_cache.h) makes one per region and shares it, refcounted;
 // send and receive requests carry it (transport.h).
 //
 // It serializes to bytes (to travel in a message or through the store) and back; the reader

@@ -19,10 +19,10 @@
 #include "core/bootstrap/socket.h"
 #include "core/bootstrap/store.h"
 #include "core/bootstrap/unique_id.h"
-#include "core/call_memory.h"
+#include "core/registration/call_memory.h"
 #include "core/comm/options.h"
 #include "core/comm_layout.h"
-#include "core/registration_cache.h"
+#include "core/registration/registration_cache.h"
 #include "transport/failure_notice.h"
 #include "transport/transport.h"
 

@@ -1,8 +1,8 @@
-// The communicator's registration cache (core/registration_cache.h) over fake transports that
+// The communicator's registration cache (core/registration/registration_cache.h) over fake transports that
 // count what they are asked: one registration per region, shared and refcounted; cclMemAlloc
 // memory registered on first use and dropped once freed; and the per-call resolution
-// (core/call_memory.h) that refuses a kind a transport cannot move.
-#include "core/registration_cache.h"
+// (core/registration/call_memory.h) that refuses a kind a transport cannot move.
+#include "core/registration/registration_cache.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "base/error.h"
-#include "core/call_memory.h"
+#include "core/registration/call_memory.h"
 #include "transport/shm/registered_memory.h"
 
 namespace ccl {

@@ -1,4 +1,4 @@
-#include "core/registration_cache.h"
+#include "core/registration/registration_cache.h"
 
 #include <unistd.h>
 

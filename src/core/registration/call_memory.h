@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "algorithms/memory_kernels.h"
-#include "core/registration_cache.h"
+#include "core/registration/registration_cache.h"
 #include "transport/registered_region.h"
 #include "transport/transport.h"
 

@@ -1,4 +1,4 @@
-#include "core/call_memory.h"
+#include "core/registration/call_memory.h"
 
 #include "base/error.h"
 
