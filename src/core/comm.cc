@@ -7,7 +7,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "core/comm/tuner_setup.h"
-#include "core/signal_dump.h"
+#include "core/diagnostics/signal_dump.h"
 #include "cuda/cuda_driver.h"
 #include "cuda/stream_ops.h"
 

@@ -10,7 +10,7 @@
 
 #include "algorithms/point_to_point.h"
 #include "ccl/ccl.h"
-#include "core/op_check.h"
+#include "core/diagnostics/op_check.h"
 
 namespace ccl {
 

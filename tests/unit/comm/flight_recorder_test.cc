@@ -1,5 +1,5 @@
 // The flight recorder: the ring of recent operations, its text, and the SIGUSR1 dump.
-#include "core/flight_recorder.h"
+#include "core/diagnostics/flight_recorder.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "ccl/ccl.h"
-#include "core/signal_dump.h"
+#include "core/diagnostics/signal_dump.h"
 
 namespace ccl {
 namespace {

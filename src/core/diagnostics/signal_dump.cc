@@ -1,4 +1,4 @@
-#include "core/signal_dump.h"
+#include "core/diagnostics/signal_dump.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "base/log.h"
-#include "core/flight_recorder.h"
+#include "core/diagnostics/flight_recorder.h"
 
 namespace ccl {
 

@@ -1,4 +1,4 @@
-#include "core/op_check.h"
+#include "core/diagnostics/op_check.h"
 
 #include <vector>
 

@@ -1,4 +1,4 @@
-#include "core/flight_recorder.h"
+#include "core/diagnostics/flight_recorder.h"
 
 #include <algorithm>
 #include <chrono>
@@ -10,7 +10,7 @@
 #include "algorithms/reduce/reduce.h"
 #include "base/error.h"
 #include "base/log.h"
-#include "core/signal_dump.h"
+#include "core/diagnostics/signal_dump.h"
 
 namespace ccl {
 
