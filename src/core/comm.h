@@ -37,7 +37,7 @@
 #include "core/comm_layout.h"
 #include "core/device/device_call.h"
 #include "core/device/device_world.h"
-#include "core/device_staging.h"
+#include "core/device/device_staging.h"
 #include "core/diagnostics/flight_recorder.h"
 #include "core/diagnostics/op_check.h"
 #include "core/reduction_ops.h"

@@ -10,7 +10,7 @@
 // that every device can read every other's memory (P2P), open the peers' scratch once (CUDA IPC,
 // or the address itself inside one process) and map one page of flags in shared host memory
 // (flag_page.h). If any rank cannot, no rank has a device world, and device buffers go through
-// host memory as before (core/device_staging.h). Nothing is exchanged per call.
+// host memory as before (core/device/device_staging.h). Nothing is exchanged per call.
 //
 // Per call: a call whose buffers are device memory (of the communicator's context) runs here,
 // one whose buffers are host memory on the host; mixing the two in one call is an error. The

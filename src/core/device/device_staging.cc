@@ -1,4 +1,4 @@
-#include "core/device_staging.h"
+#include "core/device/device_staging.h"
 
 #include <cstdint>
 #include <vector>
