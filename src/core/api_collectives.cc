@@ -9,7 +9,7 @@
 #include "core/api_guard.h"
 #include "core/device/device_call.h"
 #include "core/group.h"
-#include "core/stream.h"
+#include "core/stream/stream.h"
 
 using namespace ccl;
 

@@ -2,7 +2,7 @@
 
 #include "base/error.h"
 #include "core/api_guard.h"
-#include "core/stream.h"
+#include "core/stream/stream.h"
 
 using namespace ccl;
 

@@ -15,7 +15,7 @@
 #include "ccl/ccl.h"
 #include "core/comm.h"
 #include "core/device/device_call.h"
-#include "core/stream.h"
+#include "core/stream/stream.h"
 
 namespace ccl::group {
 

@@ -5,7 +5,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "core/bootstrap/tcp_store.h"
-#include "core/stream.h"
+#include "core/stream/stream.h"
 
 namespace ccl {
 

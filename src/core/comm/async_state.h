@@ -18,7 +18,7 @@
 #include "core/bootstrap/store.h"
 #include "core/comm/options.h"
 #include "core/comm/status.h"
-#include "core/work_item.h"
+#include "core/stream/work_item.h"
 
 namespace ccl {
 

@@ -1,6 +1,6 @@
 // StreamCore's hand-overs between the threads that run a stream's work: its worker and any number
 // of waiters, each waiting for its own point.
-#include "core/stream_core.h"
+#include "core/stream/stream_core.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "core/stream.h"
+#include "core/stream/stream.h"
 
 #include <algorithm>
 

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "ccl/ccl.h"
-#include "core/stream_core.h"
-#include "core/work_item.h"
+#include "core/stream/stream_core.h"
+#include "core/stream/work_item.h"
 #include "cuda/stream_ops.h"
 #include "cuda/stream_order.h"
 

@@ -26,8 +26,8 @@
 #include <vector>
 
 #include "ccl/ccl.h"
-#include "core/ring_queue.h"
-#include "core/work_item.h"
+#include "core/stream/ring_queue.h"
+#include "core/stream/work_item.h"
 
 namespace ccl {
 

@@ -1,4 +1,4 @@
-#include "core/stream_core.h"
+#include "core/stream/stream_core.h"
 
 #include <thread>
 
