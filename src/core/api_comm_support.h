@@ -9,7 +9,7 @@
 #include "ccl/ccl.h"
 #include "core/bootstrap/socket.h"
 #include "core/bootstrap/unique_id.h"
-#include "core/comm.h"
+#include "core/comm/comm.h"
 
 namespace ccl::api {
 

@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "ccl/ccl.h"
-#include "core/comm.h"
+#include "core/comm/comm.h"
 
 namespace ccl {
 

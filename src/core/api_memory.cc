@@ -3,7 +3,7 @@
 // (core/registration/registration_cache.h).
 #include "base/error.h"
 #include "core/api_guard.h"
-#include "core/comm.h"
+#include "core/comm/comm.h"
 #include "transport/shm/registered_memory.h"
 
 using namespace ccl;

@@ -7,7 +7,7 @@
 #include "base/error.h"
 #include "core/api_comm_support.h"
 #include "core/api_guard.h"
-#include "core/comm.h"
+#include "core/comm/comm.h"
 
 using namespace ccl;
 using namespace ccl::api;

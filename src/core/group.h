@@ -13,7 +13,7 @@
 
 #include "algorithms/point_to_point.h"
 #include "ccl/ccl.h"
-#include "core/comm.h"
+#include "core/comm/comm.h"
 #include "core/device/device_call.h"
 #include "core/stream/stream.h"
 

@@ -1,7 +1,7 @@
 // The rank records every rank reads from the rendezvous at communicator init: each peer's host id
-// and locality key ("0.2.1", core/comm_layout.h decode_locality), from which every rank builds the
+// and locality key ("0.2.1", core/comm/comm_layout.h decode_locality), from which every rank builds the
 // same CommLayout. Input: one "host locality" line per rank (at most 64 ranks).
-#include "core/comm_layout.h"
+#include "core/comm/comm_layout.h"
 #include "base/error.h"
 #include "fuzz_check.h"
 

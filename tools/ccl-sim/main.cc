@@ -17,7 +17,7 @@
 
 #include "base/error.h"
 #include "cluster.h"
-#include "core/comm_layout.h"
+#include "core/comm/comm_layout.h"
 #include "core/tuning/tuner.h"
 #include "explain.h"
 #include "model.h"

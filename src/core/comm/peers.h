@@ -21,7 +21,7 @@
 #include "core/bootstrap/unique_id.h"
 #include "core/registration/call_memory.h"
 #include "core/comm/options.h"
-#include "core/comm_layout.h"
+#include "core/comm/comm_layout.h"
 #include "core/registration/registration_cache.h"
 #include "transport/failure_notice.h"
 #include "transport/transport.h"

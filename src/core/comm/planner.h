@@ -19,7 +19,7 @@
 
 #include "algorithms/schedule.h"
 #include "core/comm/options.h"
-#include "core/comm_layout.h"
+#include "core/comm/comm_layout.h"
 #include "core/tuning/tuner.h"
 
 namespace ccl {

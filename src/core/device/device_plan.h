@@ -21,7 +21,7 @@
 #include "algorithms/device/device_collectives.h"
 #include "core/device/device_call.h"
 #include "core/device/device_world.h"
-#include "core/reduction_ops.h"
+#include "core/comm/reduction_ops.h"
 #include "core/tuning/algo_selection.h"
 #include "cuda/cuda_ipc.h"
 

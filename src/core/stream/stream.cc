@@ -4,7 +4,7 @@
 
 #include "base/config.h"
 #include "base/error.h"
-#include "core/comm.h"
+#include "core/comm/comm.h"
 #include "cuda/stream_ops.h"
 
 namespace {

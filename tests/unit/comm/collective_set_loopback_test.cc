@@ -14,7 +14,7 @@
 #include "algorithms/reduce/reduce.h"
 #include "base/error.h"
 #include "core/bootstrap/store.h"
-#include "core/comm.h"
+#include "core/comm/comm.h"
 #include "expected_values.h"
 #include "loopback_ranks.h"
 #include "transport/loopback/loopback_transport.h"

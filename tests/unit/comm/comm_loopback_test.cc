@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "core/bootstrap/store.h"
-#include "core/comm.h"
+#include "core/comm/comm.h"
 #include "base/error.h"
 #include "expected_values.h"
 #include "loopback_ranks.h"

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "core/bootstrap/store.h"
-#include "core/comm.h"
+#include "core/comm/comm.h"
 #include "base/error.h"
 #include "transport/loopback/loopback_transport.h"
 

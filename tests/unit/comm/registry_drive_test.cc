@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "ccl/ccl.h"
-#include "core/comm.h"
+#include "core/comm/comm.h"
 #include "core/tuning/registry.h"
 
 namespace ccl {

@@ -11,7 +11,7 @@
 
 #include "ccl/ccl.h"
 #include "core/api_guard.h"
-#include "core/comm.h"
+#include "core/comm/comm.h"
 
 namespace {
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "base/error.h"
-#include "core/comm_layout.h"
+#include "core/comm/comm_layout.h"
 #include "topology/topology_xml.h"
 
 namespace ccl::sim {

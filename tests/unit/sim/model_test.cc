@@ -19,7 +19,7 @@
 #include "base/error.h"
 #include "ccl/ccl.h"
 #include "cluster.h"
-#include "core/comm.h"
+#include "core/comm/comm.h"
 #include "core/tuning/figures_cache.h"
 #include "core/tuning/tuner.h"
 

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "cluster.h"
-#include "core/comm_layout.h"
+#include "core/comm/comm_layout.h"
 #include "core/tuning/registry.h"
 #include "core/tuning/tuner.h"
 #include "model.h"

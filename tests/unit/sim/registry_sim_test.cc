@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "cluster.h"
-#include "core/comm_layout.h"
+#include "core/comm/comm_layout.h"
 #include "core/tuning/registry.h"
 #include "core/tuning/tuner.h"
 #include "model.h"

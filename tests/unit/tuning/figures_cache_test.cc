@@ -18,7 +18,7 @@
 
 #include "../support/scoped_env.h"
 #include "ccl/ccl.h"
-#include "core/comm.h"
+#include "core/comm/comm.h"
 #include "core/tuning/tuner.h"
 #include "tuning_test_util.h"
 

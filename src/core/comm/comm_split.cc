@@ -12,7 +12,7 @@
 #include "base/log.h"
 #include "core/bootstrap/tcp_store.h"
 #include "core/bootstrap/unique_id.h"
-#include "core/comm.h"
+#include "core/comm/comm.h"
 #include "transport/loopback/loopback_transport.h"
 
 namespace ccl {

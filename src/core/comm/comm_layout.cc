@@ -1,4 +1,4 @@
-#include "core/comm_layout.h"
+#include "core/comm/comm_layout.h"
 
 #include <algorithm>
 #include <map>

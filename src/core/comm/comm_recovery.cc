@@ -15,7 +15,7 @@
 #include "base/int_ranges.h"
 #include "base/log.h"
 #include "core/bootstrap/tcp_store.h"
-#include "core/comm.h"
+#include "core/comm/comm.h"
 #include "core/recovery/liveness_watch.h"
 
 namespace ccl {

@@ -1,4 +1,4 @@
-#include "core/comm.h"
+#include "core/comm/comm.h"
 
 #include <algorithm>
 #include <thread>

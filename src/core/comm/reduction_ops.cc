@@ -1,4 +1,4 @@
-#include "core/reduction_ops.h"
+#include "core/comm/reduction_ops.h"
 
 #include <cstring>
 

@@ -15,7 +15,7 @@
 #include "algorithms/tree_rooted.h"
 #include "base/error.h"
 #include "base/log.h"
-#include "core/comm.h"
+#include "core/comm/comm.h"
 #include "core/device/device_plan.h"
 #include "core/tuning/registry.h"
 
