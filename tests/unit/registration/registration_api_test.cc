@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "ccl/ccl.h"
-#include "core/api_guard.h"
+#include "core/api/api_guard.h"
 #include "core/comm/comm.h"
 
 namespace {

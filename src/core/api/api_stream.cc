@@ -1,7 +1,7 @@
 #include <thread>
 
 #include "base/error.h"
-#include "core/api_guard.h"
+#include "core/api/api_guard.h"
 #include "core/stream/stream.h"
 
 using namespace ccl;

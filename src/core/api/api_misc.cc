@@ -3,7 +3,7 @@
 #include <string>
 
 #include "base/error.h"
-#include "core/api_guard.h"
+#include "core/api/api_guard.h"
 #include "topology/render.h"
 #include "topology/topology_xml.h"
 

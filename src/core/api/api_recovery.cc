@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "base/error.h"
-#include "core/api_comm_support.h"
-#include "core/api_guard.h"
+#include "core/api/api_comm_support.h"
+#include "core/api/api_guard.h"
 #include "core/comm/comm.h"
 
 using namespace ccl;

@@ -6,9 +6,9 @@
 
 #include "algorithms/reduce/reduce.h"
 #include "base/error.h"
-#include "core/api_guard.h"
+#include "core/api/api_guard.h"
 #include "core/device/device_call.h"
-#include "core/group.h"
+#include "core/api/group.h"
 #include "core/stream/stream.h"
 
 using namespace ccl;

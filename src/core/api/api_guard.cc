@@ -1,4 +1,4 @@
-#include "core/api_guard.h"
+#include "core/api/api_guard.h"
 
 #include <new>
 

@@ -2,7 +2,7 @@
 // cclCommRegister / cclCommDeregister: the communicator's registration cache
 // (core/registration/registration_cache.h).
 #include "base/error.h"
-#include "core/api_guard.h"
+#include "core/api/api_guard.h"
 #include "core/comm/comm.h"
 #include "transport/shm/registered_memory.h"
 

@@ -8,11 +8,11 @@
 #include "base/config.h"
 #include "base/error.h"
 #include "base/log.h"
-#include "core/api_guard.h"
+#include "core/api/api_guard.h"
 #include "core/bootstrap/tcp_store.h"
 #include "core/bootstrap/torch_store_client.h"
 #include "core/bootstrap/unique_id.h"
-#include "core/api_comm_support.h"
+#include "core/api/api_comm_support.h"
 #include "core/launch/launcher_env.h"
 
 using namespace ccl;

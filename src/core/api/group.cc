@@ -1,10 +1,10 @@
-#include "core/group.h"
+#include "core/api/group.h"
 
 #include <thread>
 #include <vector>
 
 #include "base/error.h"
-#include "core/api_guard.h"
+#include "core/api/api_guard.h"
 
 namespace ccl::group {
 
