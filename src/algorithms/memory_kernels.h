@@ -1,7 +1,7 @@
 // Memory kinds and the one table of data kernels per kind (DESIGN.md "Memory kinds").
 //
 // Every buffer of a call has a kind (base/memory_kind.h), resolved once per call by the
-// communicator (core/registration/call_memory.h): plain host memory, or host memory from cclMemAlloc (the
+// communicator (core/call/call_memory.h): plain host memory, or host memory from cclMemAlloc (the
 // other ranks of the host can map it). Later, CUDA device memory gets its own row, with
 // device copies and reduction kernels. Everything the executor and the direct collectives copy,
 // move, reduce, divide or scale goes through the row of the call's kind: neither calls memcpy or

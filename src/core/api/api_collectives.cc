@@ -7,7 +7,7 @@
 #include "algorithms/reduce/reduce.h"
 #include "base/error.h"
 #include "core/api/api_guard.h"
-#include "core/device/device_call.h"
+#include "core/call/call.h"
 #include "core/api/group.h"
 #include "core/stream/stream.h"
 

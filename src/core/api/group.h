@@ -14,7 +14,7 @@
 #include "algorithms/point_to_point.h"
 #include "ccl/ccl.h"
 #include "core/comm/comm.h"
-#include "core/device/device_call.h"
+#include "core/call/call.h"
 #include "core/stream/stream.h"
 
 namespace ccl::group {

@@ -32,7 +32,7 @@
 #include "core/comm/status.h"
 #include "core/diagnostics/flight_recorder.h"
 #include "core/diagnostics/op_check.h"
-#include "core/comm/reduction_ops.h"
+#include "core/call/reduction_ops.h"
 #include "core/trace/trace_recorder.h"
 #include "core/tuning/tuner.h"
 

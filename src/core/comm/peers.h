@@ -19,7 +19,7 @@
 #include "core/bootstrap/socket.h"
 #include "core/bootstrap/store.h"
 #include "core/bootstrap/unique_id.h"
-#include "core/registration/call_memory.h"
+#include "core/call/call_memory.h"
 #include "core/comm/options.h"
 #include "core/comm/comm_layout.h"
 #include "core/registration/registration_cache.h"

@@ -19,9 +19,9 @@
 #pragma once
 
 #include "algorithms/device/device_collectives.h"
-#include "core/device/device_call.h"
+#include "core/call/call.h"
 #include "core/device/device_world.h"
-#include "core/comm/reduction_ops.h"
+#include "core/call/reduction_ops.h"
 #include "core/tuning/algo_selection.h"
 #include "cuda/cuda_ipc.h"
 

@@ -41,7 +41,7 @@
 #include "algorithms/device/device_collectives.h"
 #include "base/deadline.h"
 #include "ccl/ccl.h"
-#include "core/device/device_call.h"
+#include "core/call/call.h"
 #include "core/device/flag_page.h"
 #include "cuda/cuda_ipc.h"
 #include "cuda/cuda_kernels.h"

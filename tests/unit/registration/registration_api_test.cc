@@ -1,7 +1,7 @@
 // cclCommRegister / cclCommDeregister and cclMemAlloc through the C API, ranks as threads of this
 // process (over shm): bad arguments are refused, registered buffers give exact results, and a
 // cclMemAlloc buffer is registered once per communicator however many calls use it (each call
-// resolves it through the communicator's cache, core/registration/call_memory.h). Every wait is bounded.
+// resolves it through the communicator's cache, core/call/call_memory.h). Every wait is bounded.
 #include <gtest/gtest.h>
 
 #include <functional>

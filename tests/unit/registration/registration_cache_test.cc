@@ -1,7 +1,7 @@
 // The communicator's registration cache (core/registration/registration_cache.h) over fake transports that
 // count what they are asked: one registration per region, shared and refcounted; cclMemAlloc
 // memory registered on first use and dropped once freed; and the per-call resolution
-// (core/registration/call_memory.h) that refuses a kind a transport cannot move.
+// (core/call/call_memory.h) that refuses a kind a transport cannot move.
 #include "core/registration/registration_cache.h"
 
 #include <gtest/gtest.h>
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "base/error.h"
-#include "core/registration/call_memory.h"
+#include "core/call/call_memory.h"
 #include "transport/shm/registered_memory.h"
 
 namespace ccl {

@@ -1,4 +1,4 @@
-#include "core/comm/reduction_ops.h"
+#include "core/call/reduction_ops.h"
 
 #include <cstring>
 

@@ -1,4 +1,4 @@
-#include "core/registration/call_memory.h"
+#include "core/call/call_memory.h"
 
 #include "base/error.h"
 
