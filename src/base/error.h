@@ -54,6 +54,15 @@ class Error : public std::runtime_error {
 [[noreturn]] void throw_system_error(int err, const char* fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+// The one place a thrown exception becomes a result, for the C boundary (core/api/api_guard.h)
+// and for queued work, which the C boundary handed over (core/call/call_target.h): the code of
+// the exception being handled (an Error's; cclSystemError for bad_alloc; cclInternalError for
+// anything else), its message named after `function` (prefixed unless it starts with it), kept
+// as the calling thread's last error (thread_last_error) and in `*message` if given, and logged.
+cclResult_t current_exception_result(const char* function, std::string* message = nullptr);
+// The message of the calling thread's last failure (for cclGetLastError(NULL)).
+const char* thread_last_error();
+
 // The enum's own name of a cclResult_t ("cclSuccess", "cclTimeout", ...; "unknown" for other
 // values): what a user greps for, shorter than cclGetErrorString's sentences.
 const char* result_name(int code);

@@ -1,14 +1,15 @@
 // Collectives: arguments are checked here, synchronously (so errors come from the call that has
 // them), then the operation runs now (NULL stream) or is queued on the stream.
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <vector>
 
 #include "algorithms/reduce/reduce.h"
 #include "base/error.h"
 #include "core/api/api_guard.h"
-#include "core/call/call.h"
 #include "core/api/group.h"
+#include "core/call/call.h"
 #include "core/stream/stream.h"
 
 using namespace ccl;
@@ -22,25 +23,25 @@ cclStream* checked_stream(cclStream* stream, const char* function) {
   return stream;
 }
 
-// Checks the communicator, the stream and the call's own arguments (`validate`) in one pass, then
-// runs `op(communicator)` now (NULL stream), queues it on `stream` holding a reference to the
-// communicator, or adds it to the open group. On a ccl stream made from a CUDA stream, a call
-// the communicator runs on the device (`device`: device buffers on a host's device world) is
-// queued on the CUDA stream at once instead (enqueue-only: no host work, no host wait).
-template <class Validate, class Op>
-cclResult_t submit(cclComm* handle, cclStream* stream, const char* function, Validate validate,
-                   Op op, const DeviceCall& device) {
+// Checks the communicator, the stream and the call's own arguments (`validate`, which may fill
+// in the call's v-counts) in one pass, then runs `call` now (NULL stream), queues it on `stream`
+// with a reference to the communicator, or adds it to the open group. On a ccl stream made from a
+// CUDA stream, a call the communicator runs on the device (device buffers on a host's device
+// world) is queued on the CUDA stream at once instead (enqueue-only: no host work, no host wait).
+template <class Validate>
+cclResult_t submit(cclComm* handle, cclStream* stream, Validate validate, Call call) {
+  const char* function = call.function;
   const bool in_group = group::active();
   cclResult_t checked = guarded(handle, function, [&] {
-    validate(checked_comm(handle, function));
+    validate(checked_comm(handle, function), call);
     checked_stream(stream, function);
-    if (in_group) group::add_collective(handle->impl, stream, function, op, device);
+    if (in_group) group::add_collective(handle->impl, stream, std::move(call));
   });
   if (checked != cclSuccess || in_group) return checked;
   if (stream != nullptr && stream->on_cuda()) {
     bool queued = false;
     const cclResult_t result = guarded(handle->impl.get(), function, [&] {
-      queued = group::queue_device(stream, handle->impl, device);
+      queued = group::queue_device(stream, handle->impl, call);
     });
     if (result != cclSuccess || queued) return result;
   }
@@ -51,20 +52,14 @@ cclResult_t submit(cclComm* handle, cclStream* stream, const char* function, Val
     if (!comm->blocking()) {
       // Non-blocking: queued in order on the communicator's own queue; the caller polls
       // cclCommGetAsyncError until it is no longer cclInProgress.
-      const cclResult_t queued = guarded(comm.get(), function, [&] {
-        comm->enqueue_background(
-            [function, op](Communicator& c) { return guarded(&c, function, [&] { op(c); }); });
-      });
+      const cclResult_t queued =
+          guarded(comm.get(), function, [&] { comm->enqueue_background(std::move(call)); });
       return queued == cclSuccess ? cclInProgress : queued;
     }
-    return guarded(comm.get(), function, [&] { op(*comm); });
+    return comm->run_calls({&call, 1});
   }
-  return guarded(handle->impl.get(), function, [&] {
-    group::queue_on_stream(
-        stream, handle->impl,
-        [function, op](Communicator& c) { return guarded(&c, function, [&] { op(c); }); },
-        function);
-  });
+  return guarded(handle->impl.get(), function,
+                 [&] { group::queue_on_stream(stream, handle->impl, std::move(call)); });
 }
 
 // A send or receive: checked, then added to the open group, or run as a group of its own.
@@ -92,11 +87,19 @@ cclResult_t point_to_point(bool send, const void* buffer, size_t count, cclDataT
 }
 
 // A copy of the caller's nranks entries (check_extents checks them): with a stream or in a group
-// the operation runs after the call returns, and the caller's arrays need not outlive the call.
+// the operation runs after the call returns, and the caller's arrays need not outlive the call
+// (the call owns its copy, Call::extents).
 std::vector<size_t> checked_counts(const size_t* values, int nranks, const char* name,
                                    const char* function) {
   if (values == nullptr) throw_error(cclInvalidArgument, "%s: %s is NULL", function, name);
   return std::vector<size_t>(values, values + nranks);
+}
+
+// The call's v-counts (Call::extents): the arrays one after the other.
+std::vector<size_t> concatenated(std::initializer_list<const std::vector<size_t>*> arrays) {
+  std::vector<size_t> all;
+  for (const std::vector<size_t>* a : arrays) all.insert(all.end(), a->begin(), a->end());
+  return all;
 }
 
 size_t total(const std::vector<size_t>& counts) {
@@ -126,46 +129,44 @@ cclResult_t cclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ccl
                          cclRedOp_t op, cclComm_t comm, cclStream_t stream) {
   const char* fn = "cclAllReduce";
   return submit(
-      comm, stream, fn,
-      [&](Communicator& c) {
+      comm, stream,
+      [&](Communicator& c, Call&) {
         check_datatype(datatype, fn);
         check_op(c, op, datatype, fn);
         check_count(count, datatype, fn);
         check_buffer(sendbuff, "sendbuff", count, fn);
         check_buffer(recvbuff, "recvbuff", count, fn);
       },
-      [=](Communicator& c) { c.all_reduce(sendbuff, recvbuff, count, datatype, op); },
-      device_call(OpKind::AllReduce, fn, sendbuff, recvbuff, count, datatype, op));
+      make_call(OpKind::AllReduce, fn, sendbuff, recvbuff, count, datatype, op));
 }
 
 cclResult_t cclBroadcast(const void* sendbuff, void* recvbuff, size_t count, cclDataType_t datatype,
                          int root, cclComm_t comm, cclStream_t stream) {
   const char* fn = "cclBroadcast";
   return submit(
-      comm, stream, fn,
-      [&](Communicator& c) {
+      comm, stream,
+      [&](Communicator& c, Call&) {
         check_datatype(datatype, fn);
         check_count(count, datatype, fn);
         check_rank(root, c.nranks(), "root", fn);
         if (c.rank() == root) check_buffer(sendbuff, "sendbuff", count, fn);
         check_buffer(recvbuff, "recvbuff", count, fn);
       },
-      [=](Communicator& c) { c.broadcast(sendbuff, recvbuff, count, datatype, root); },
-      device_call(OpKind::Broadcast, fn, sendbuff, recvbuff, count, datatype, cclSum, root));
+      make_call(OpKind::Broadcast, fn, sendbuff, recvbuff, count, datatype, cclSum, root));
 }
 
 cclResult_t cclBarrier(cclComm_t comm, cclStream_t stream) {
   return submit(
-      comm, stream, "cclBarrier", [](Communicator&) {}, [](Communicator& c) { c.barrier(); },
-      device_call(OpKind::Barrier, "cclBarrier", nullptr, nullptr, 0, cclUint8));
+      comm, stream, [](Communicator&, Call&) {},
+      make_call(OpKind::Barrier, "cclBarrier", nullptr, nullptr, 0, cclUint8));
 }
 
 cclResult_t cclReduce(const void* sendbuff, void* recvbuff, size_t count, cclDataType_t datatype,
                       cclRedOp_t op, int root, cclComm_t comm, cclStream_t stream) {
   const char* fn = "cclReduce";
   return submit(
-      comm, stream, fn,
-      [&](Communicator& c) {
+      comm, stream,
+      [&](Communicator& c, Call&) {
         check_datatype(datatype, fn);
         check_op(c, op, datatype, fn);
         check_count(count, datatype, fn);
@@ -173,23 +174,21 @@ cclResult_t cclReduce(const void* sendbuff, void* recvbuff, size_t count, cclDat
         check_buffer(sendbuff, "sendbuff", count, fn);
         if (c.rank() == root) check_buffer(recvbuff, "recvbuff", count, fn);
       },
-      [=](Communicator& c) { c.reduce(sendbuff, recvbuff, count, datatype, op, root); },
-      device_call(OpKind::Reduce, fn, sendbuff, recvbuff, count, datatype, op, root));
+      make_call(OpKind::Reduce, fn, sendbuff, recvbuff, count, datatype, op, root));
 }
 
 cclResult_t cclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
                          cclDataType_t datatype, cclComm_t comm, cclStream_t stream) {
   const char* fn = "cclAllGather";
   return submit(
-      comm, stream, fn,
-      [&](Communicator& c) {
+      comm, stream,
+      [&](Communicator& c, Call&) {
         check_datatype(datatype, fn);
         check_count(sendcount * c.nranks(), datatype, fn);
         check_buffer(sendbuff, "sendbuff", sendcount, fn);
         check_buffer(recvbuff, "recvbuff", sendcount, fn);
       },
-      [=](Communicator& c) { c.all_gather(sendbuff, recvbuff, sendcount, datatype); },
-      device_call(OpKind::AllGather, fn, sendbuff, recvbuff, sendcount, datatype));
+      make_call(OpKind::AllGather, fn, sendbuff, recvbuff, sendcount, datatype));
 }
 
 cclResult_t cclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
@@ -197,100 +196,73 @@ cclResult_t cclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvco
                              cclStream_t stream) {
   const char* fn = "cclReduceScatter";
   return submit(
-      comm, stream, fn,
-      [&](Communicator& c) {
+      comm, stream,
+      [&](Communicator& c, Call&) {
         check_datatype(datatype, fn);
         check_op(c, op, datatype, fn);
         check_count(recvcount * c.nranks(), datatype, fn);
         check_buffer(sendbuff, "sendbuff", recvcount, fn);
         check_buffer(recvbuff, "recvbuff", recvcount, fn);
       },
-      [=](Communicator& c) { c.reduce_scatter(sendbuff, recvbuff, recvcount, datatype, op); },
-      device_call(OpKind::ReduceScatter, fn, sendbuff, recvbuff, recvcount, datatype, op));
+      make_call(OpKind::ReduceScatter, fn, sendbuff, recvbuff, recvcount, datatype, op));
 }
 
 cclResult_t cclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, cclDataType_t datatype,
                         cclComm_t comm, cclStream_t stream) {
   const char* fn = "cclAlltoAll";
   return submit(
-      comm, stream, fn,
-      [&](Communicator& c) {
+      comm, stream,
+      [&](Communicator& c, Call&) {
         check_datatype(datatype, fn);
         check_count(count * c.nranks(), datatype, fn);
         check_buffer(sendbuff, "sendbuff", count, fn);
         check_buffer(recvbuff, "recvbuff", count, fn);
       },
-      [=](Communicator& c) { c.all_to_all(sendbuff, recvbuff, count, datatype); },
-      device_call(OpKind::AlltoAll, fn, sendbuff, recvbuff, count, datatype));
+      make_call(OpKind::AlltoAll, fn, sendbuff, recvbuff, count, datatype));
 }
 
 cclResult_t cclAllGatherV(const void* sendbuff, size_t sendcount, void* recvbuff,
                           const size_t* recvcounts, const size_t* displs, cclDataType_t datatype,
                           cclComm_t comm, cclStream_t stream) {
   const char* fn = "cclAllGatherV";
-  // Filled by the checks, read when the operation runs (maybe later, on a stream).
-  struct Layout {
-    std::vector<size_t> counts, displs;
-  };
-  auto layout = std::make_shared<Layout>();
-  DeviceCall device = device_call(OpKind::AllGatherV, fn, sendbuff, recvbuff, 0, datatype);
   return submit(
-      comm, stream, fn,
-      [&](Communicator& c) {
+      comm, stream,
+      [&](Communicator& c, Call& call) {
         check_datatype(datatype, fn);
-        Layout& l = *layout;
-        l.counts = checked_counts(recvcounts, c.nranks(), "recvcounts", fn);
-        l.displs = checked_counts(displs, c.nranks(), "displs", fn);
-        if (l.counts[c.rank()] != sendcount) {
+        const std::vector<size_t> counts = checked_counts(recvcounts, c.nranks(), "recvcounts", fn);
+        const std::vector<size_t> offsets = checked_counts(displs, c.nranks(), "displs", fn);
+        if (counts[c.rank()] != sendcount) {
           throw_error(cclInvalidArgument, "%s: recvcounts[%d] is %zu but sendcount is %zu", fn,
-                      c.rank(), l.counts[c.rank()], sendcount);
+                      c.rank(), counts[c.rank()], sendcount);
         }
-        check_extents(l.counts, l.displs, datatype, "recvcounts", "displs", fn);
+        check_extents(counts, offsets, datatype, "recvcounts", "displs", fn);
         check_buffer(sendbuff, "sendbuff", sendcount, fn);
-        check_buffer(recvbuff, "recvbuff", total(l.counts), fn);
-        device.counts = l.counts;
-        device.displs = l.displs;
+        check_buffer(recvbuff, "recvbuff", total(counts), fn);
+        call.extents = concatenated({&counts, &offsets});
       },
-      [=](Communicator& c) {
-        c.all_gather_v(sendbuff, recvbuff, layout->counts, layout->displs, datatype);
-      },
-      device);
+      make_call(OpKind::AllGatherV, fn, sendbuff, recvbuff, 0, datatype));
 }
 
 cclResult_t cclAlltoAllV(const void* sendbuff, const size_t* sendcounts, const size_t* sdispls,
                          void* recvbuff, const size_t* recvcounts, const size_t* rdispls,
                          cclDataType_t datatype, cclComm_t comm, cclStream_t stream) {
   const char* fn = "cclAlltoAllV";
-  // Filled by the checks, read when the operation runs (maybe later, on a stream).
-  struct Layout {
-    std::vector<size_t> sendcounts, sdispls, recvcounts, rdispls;
-  };
-  auto layout = std::make_shared<Layout>();
-  DeviceCall device = device_call(OpKind::AlltoAllV, fn, sendbuff, recvbuff, 0, datatype);
   return submit(
-      comm, stream, fn,
-      [&](Communicator& c) {
+      comm, stream,
+      [&](Communicator& c, Call& call) {
         check_datatype(datatype, fn);
-        Layout& l = *layout;
-        l.sendcounts = checked_counts(sendcounts, c.nranks(), "sendcounts", fn);
-        l.sdispls = checked_counts(sdispls, c.nranks(), "sdispls", fn);
-        l.recvcounts = checked_counts(recvcounts, c.nranks(), "recvcounts", fn);
-        l.rdispls = checked_counts(rdispls, c.nranks(), "rdispls", fn);
-        check_extents(l.sendcounts, l.sdispls, datatype, "sendcounts", "sdispls", fn);
-        check_extents(l.recvcounts, l.rdispls, datatype, "recvcounts", "rdispls", fn);
-        check_buffer(sendbuff, "sendbuff", total(l.sendcounts), fn);
-        check_buffer(recvbuff, "recvbuff", total(l.recvcounts), fn);
-        device.counts = l.sendcounts;
-        device.displs = l.sdispls;
-        device.recvcounts = l.recvcounts;
-        device.rdispls = l.rdispls;
+        const int n = c.nranks();
+        const std::vector<size_t> scounts = checked_counts(sendcounts, n, "sendcounts", fn);
+        const std::vector<size_t> soffsets = checked_counts(sdispls, n, "sdispls", fn);
+        const std::vector<size_t> rcounts = checked_counts(recvcounts, n, "recvcounts", fn);
+        const std::vector<size_t> roffsets = checked_counts(rdispls, n, "rdispls", fn);
+        check_extents(scounts, soffsets, datatype, "sendcounts", "sdispls", fn);
+        check_extents(rcounts, roffsets, datatype, "recvcounts", "rdispls", fn);
+        check_buffer(sendbuff, "sendbuff", total(scounts), fn);
+        check_buffer(recvbuff, "recvbuff", total(rcounts), fn);
+        call.extents = concatenated({&scounts, &soffsets, &rcounts, &roffsets});
       },
-      [=](Communicator& c) {
-        const Layout& l = *layout;
-        c.all_to_all_v(sendbuff, l.sendcounts, l.sdispls, recvbuff, l.recvcounts, l.rdispls,
-                       datatype);
-      },
-      device);
+      make_call(OpKind::AlltoAllV, fn, sendbuff, recvbuff, 0, datatype));
 }
 
 cclResult_t cclSend(const void* sendbuff, size_t count, cclDataType_t datatype, int peer,

@@ -1,40 +1,14 @@
 #include "core/api/api_guard.h"
 
-#include <new>
-
 #include "algorithms/reduce/reduce.h"
 #include "base/error.h"
-#include "base/log.h"
 
 namespace ccl {
 
-namespace {
-thread_local std::string t_last_error;
-}
-
-const char* thread_last_error() { return t_last_error.c_str(); }
-
 cclResult_t handle_current_exception(Communicator* comm, const char* function) {
-  cclResult_t code = cclInternalError;
   std::string message;
-  try {
-    throw;
-  } catch (const Error& e) {
-    code = e.code();
-    message = e.what();
-  } catch (const std::bad_alloc&) {
-    code = cclSystemError;
-    message = std::string(function) + ": out of memory";
-  } catch (const std::exception& e) {
-    message = std::string(function) + ": internal error: " + e.what();
-  } catch (...) {
-    message = std::string(function) + ": internal error: unknown exception";
-  }
-  // Messages from deep inside may not name the API call; make sure they do.
-  if (message.rfind(function, 0) != 0) message = std::string(function) + ": " + message;
-  t_last_error = message;
+  const cclResult_t code = current_exception_result(function, &message);
   if (comm != nullptr) comm->set_last_error(message);
-  CCL_WARN(kAll, "%s (%s)", message.c_str(), cclGetErrorString(code));
   return code;
 }
 

@@ -10,8 +10,8 @@
 
 namespace ccl {
 
-// Converts the exception being handled into a result; records it (as the communicator's last
-// error when there is one) and logs it.
+// Converts the exception being handled into a result (current_exception_result, base/error.h);
+// records it as the communicator's last error too when there is one.
 cclResult_t handle_current_exception(Communicator* comm, const char* function);
 
 // For API calls that have no communicator.
@@ -36,9 +36,6 @@ template <class Body>
 cclResult_t guarded(cclComm* comm, const char* function, Body&& body) noexcept {
   return guarded(impl_of(comm), function, std::forward<Body>(body));
 }
-
-// The message of the calling thread's last failure (for cclGetLastError(NULL)).
-const char* thread_last_error();
 
 // Argument checks shared by the API functions; each throws InvalidArgument naming the argument.
 Communicator& checked_comm(cclComm* comm, const char* function);

@@ -23,25 +23,6 @@ cclEvent* checked(cclEvent_t event, const char* function) {
   return event;
 }
 
-// Waits for `point` (running its stream's work on this thread when `run`), then its status; the
-// device work before it too (polled, bounded as the host work's wait).
-cclResult_t reach(const StreamPoint& point, bool run, const char* function) {
-  if (!point.core) return cclSuccess;
-  const bool reached = run ? point.core->run_until(point.seq) : point.core->wait_until(point.seq);
-  if (!reached) point.core->throw_stalled(function);
-  const Deadline until = Deadline::after(point.core->stall_bound());
-  for (int polls = 0;; ++polls) {
-    const cclResult_t status = point.status();
-    if (status != cclInProgress) return status;
-    if (until.expired()) point.core->throw_stalled(function);
-    if (polls < 200) {
-      std::this_thread::yield();
-    } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(20));
-    }
-  }
-}
-
 // The result of a call whose body sets `result` unless the guard itself fails.
 template <class Body>
 cclResult_t with_result(const char* function, Body&& body) {
@@ -114,7 +95,7 @@ cclResult_t cclEventQuery(cclEvent_t event) {
 
 cclResult_t cclEventSynchronize(cclEvent_t event) {
   return with_result("cclEventSynchronize", [&] {
-    return reach(checked(event, "cclEventSynchronize")->point(), true, "cclEventSynchronize");
+    return checked(event, "cclEventSynchronize")->point().reach(true, "cclEventSynchronize");
   });
 }
 
@@ -122,7 +103,7 @@ cclResult_t cclStreamWaitEvent(cclStream_t stream, cclEvent_t event) {
   const char* fn = "cclStreamWaitEvent";
   return with_result(fn, [&] {
     const StreamPoint point = checked(event, fn)->point();
-    if (stream == nullptr) return reach(point, true, fn);  // the NULL stream: wait now
+    if (stream == nullptr) return point.reach(true, fn);  // the NULL stream: wait now
     cclStream* waiter = checked(stream, fn);
     // The device work before the point: a stream made from a CUDA stream waits for it there (no
     // host wait); a stream of host work waits for it in the queued wait below.
@@ -134,9 +115,7 @@ cclResult_t cclStreamWaitEvent(cclStream_t stream, cclEvent_t event) {
     if (!point.core || (point.core->status(point.seq) == cclSuccess && !device_pending)) {
       return cclSuccess;
     }
-    waiter->enqueue(
-        [point, fn] { return with_result(fn, [&] { return reach(point, false, fn); }); },
-        point.core->stall_bound());
+    waiter->enqueue(StreamWork::wait_for(point, fn), point.core->stall_bound());
     return cclSuccess;
   });
 }

@@ -1,6 +1,7 @@
 #include "core/api/group.h"
 
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "base/error.h"
@@ -10,19 +11,23 @@ namespace ccl::group {
 
 namespace {
 
-struct Collective {
-  const char* function;
-  std::function<void(Communicator&)> run;
-  DeviceCall device;
-};
-
 // One communicator's share of a group.
 struct Part {
   std::shared_ptr<Communicator> comm;
   cclStream* stream = nullptr;
-  std::vector<algo::PointToPoint> p2p;
-  std::vector<std::byte*> buffers;  // p2p[i]'s buffer
-  std::vector<Collective> collectives;
+  Call p2p = make_call(OpKind::SendRecv, "cclSend/cclRecv", nullptr, nullptr, 0, cclUint8);
+  std::vector<Call> collectives;
+
+  // The part's calls in the order they run: its sends and receives (posted together: pairs
+  // posted in any order on the two sides cannot deadlock), then its collectives as called.
+  std::vector<Call> take_calls() {
+    std::vector<Call> calls;
+    calls.reserve(collectives.size() + 1);
+    if (!p2p.p2p.empty()) calls.push_back(std::move(p2p));
+    for (Call& c : collectives) calls.push_back(std::move(c));
+    collectives.clear();
+    return calls;
+  }
 };
 
 struct State {
@@ -48,61 +53,41 @@ Part& part_for(const std::shared_ptr<Communicator>& comm, cclStream* stream, con
   return part;
 }
 
-// Runs a part; the first failure stops it (the communicator is unusable after one anyway).
-cclResult_t run_part(Part& part) {
-  Communicator& comm = *part.comm;
-  cclResult_t result = cclSuccess;
-  if (!part.p2p.empty()) {
-    result =
-        guarded(&comm, "cclSend/cclRecv", [&] { comm.point_to_point(part.p2p, part.buffers); });
-  }
-  for (const Collective& c : part.collectives) {
-    if (result != cclSuccess) break;
-    result = guarded(&comm, c.function, [&] { c.run(comm); });
-  }
-  return result;
-}
-
-// A part on a ccl stream made from a CUDA stream, in the part's order: the sends and receives,
-// then the collectives, each queued on the CUDA stream where the communicator runs it on the
-// device, else as host work of its own.
+// A part on a ccl stream made from a CUDA stream, in the part's order: each call queued on the
+// CUDA stream where the communicator runs it on the device, else as host work of its own.
 void queue_on_cuda(Part& part) {
-  auto host = [&](std::function<cclResult_t(Communicator&)> work, const char* what) {
-    queue_on_stream(part.stream, part.comm, std::move(work), what);
-  };
-  if (!part.p2p.empty()) {
-    DeviceCall call;
-    call.kind = OpKind::SendRecv;
-    call.function = "cclSend/cclRecv";
-    call.p2p = part.p2p;
-    call.buffers = part.buffers;
+  for (Call& call : part.take_calls()) {
     if (!queue_device(part.stream, part.comm, call)) {
-      auto p2p =
-          std::make_shared<std::pair<std::vector<algo::PointToPoint>, std::vector<std::byte*>>>(
-              std::move(part.p2p), std::move(part.buffers));
-      host(
-          [p2p](Communicator& comm) {
-            return guarded(&comm, "cclSend/cclRecv",
-                           [&] { comm.point_to_point(p2p->first, p2p->second); });
-          },
-          "cclSend/cclRecv");
+      queue_on_stream(part.stream, part.comm, std::move(call));
     }
   }
-  for (Collective& c : part.collectives) {
-    if (queue_device(part.stream, part.comm, c.device)) continue;
-    auto collective = std::make_shared<Collective>(std::move(c));
-    host(
-        [collective](Communicator& comm) {
-          return guarded(&comm, collective->function, [&] { collective->run(comm); });
-        },
-        collective->function);
+}
+
+void queue_work(cclStream* stream, Communicator& comm, StreamWork work, const char* what) {
+  comm.queued_begin();
+  try {
+    stream->enqueue(std::move(work), comm.options().timeout, what);
+  } catch (...) {
+    comm.queued_end();  // not queued after all
+    throw;
   }
 }
 
 }  // namespace
 
-bool queue_device(cclStream* stream, const std::shared_ptr<Communicator>& comm,
-                  const DeviceCall& call) {
+void queue_on_stream(cclStream* stream, std::shared_ptr<Communicator> comm, Call call) {
+  Communicator& c = *comm;
+  const char* what = call.function;
+  queue_work(stream, c, StreamWork::of_call(std::move(comm), std::move(call)), what);
+}
+
+void queue_on_stream(cclStream* stream, std::shared_ptr<Communicator> comm,
+                     std::vector<Call> calls) {
+  Communicator& c = *comm;
+  queue_work(stream, c, StreamWork::of_group(std::move(comm), std::move(calls)), "cclGroupEnd");
+}
+
+bool queue_device(cclStream* stream, const std::shared_ptr<Communicator>& comm, const Call& call) {
   using Kind = OpKind;
   const bool fixed_count = call.kind != Kind::AllGatherV && call.kind != Kind::AlltoAllV &&
                            call.kind != Kind::SendRecv && call.kind != Kind::Barrier;
@@ -127,21 +112,19 @@ cclResult_t end() {
 
   // Stream parts are queued; the others run now, the first on this thread, the rest on a thread
   // each, so that one thread may drive several ranks.
-  std::vector<Part*> now;
+  std::vector<std::pair<Communicator*, std::vector<Call>>> now;
   bool in_background = false;
   for (Part& part : parts) {
     if (part.stream == nullptr && !part.comm->blocking()) {
       // A non-blocking communicator runs its share on its own queue (cclInProgress).
-      auto queued = std::make_shared<Part>(std::move(part));
-      cclResult_t r = guarded(queued->comm.get(), "cclGroupEnd", [&] {
-        queued->comm->enqueue_background([queued](Communicator&) { return run_part(*queued); });
-      });
+      cclResult_t r = guarded(part.comm.get(), "cclGroupEnd",
+                              [&] { part.comm->enqueue_background(part.take_calls()); });
       if (r != cclSuccess) return r;
       in_background = true;
       continue;
     }
     if (part.stream == nullptr) {
-      now.push_back(&part);
+      now.emplace_back(part.comm.get(), part.take_calls());
       continue;
     }
     if (part.stream->on_cuda()) {
@@ -149,16 +132,17 @@ cclResult_t end() {
       if (r != cclSuccess) return r;
       continue;
     }
-    auto queued = std::make_shared<Part>(std::move(part));
-    queue_on_stream(queued->stream, queued->comm,
-                    [queued](Communicator&) { return run_part(*queued); });
+    cclResult_t r = guarded(part.comm.get(), "cclGroupEnd",
+                            [&] { queue_on_stream(part.stream, part.comm, part.take_calls()); });
+    if (r != cclSuccess) return r;
   }
   std::vector<cclResult_t> results(now.size(), cclSuccess);
   std::vector<std::thread> helpers;
   for (size_t i = 1; i < now.size(); ++i) {
-    helpers.emplace_back([&results, &now, i] { results[i] = run_part(*now[i]); });
+    helpers.emplace_back(
+        [&results, &now, i] { results[i] = now[i].first->run_calls(now[i].second); });
   }
-  if (!now.empty()) results[0] = run_part(*now[0]);
+  if (!now.empty()) results[0] = now[0].first->run_calls(now[0].second);
   for (auto& t : helpers) t.join();
   for (cclResult_t r : results) {
     if (r != cclSuccess) return r;
@@ -166,18 +150,15 @@ cclResult_t end() {
   return in_background ? cclInProgress : cclSuccess;
 }
 
-void add_collective(const std::shared_ptr<Communicator>& comm, cclStream* stream,
-                    const char* function, std::function<void(Communicator&)> op,
-                    const DeviceCall& device) {
-  part_for(comm, stream, function)
-      .collectives.push_back(Collective{function, std::move(op), device});
+void add_collective(const std::shared_ptr<Communicator>& comm, cclStream* stream, Call call) {
+  part_for(comm, stream, call.function).collectives.push_back(std::move(call));
 }
 
 void add_point_to_point(const std::shared_ptr<Communicator>& comm, cclStream* stream,
                         const char* function, algo::PointToPoint op, std::byte* buffer) {
   Part& part = part_for(comm, stream, function);
-  part.p2p.push_back(op);
-  part.buffers.push_back(buffer);
+  part.p2p.p2p.push_back(op);
+  part.p2p.buffers.push_back(buffer);
 }
 
 }  // namespace ccl::group

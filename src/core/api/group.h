@@ -5,16 +5,17 @@
 // its collectives run in the order they were called. Communicators of one group progress
 // concurrently (a thread each), so one thread may drive several ranks, as with NCCL.
 // A communicator's operations in one group share one stream: with a stream they are queued on it
-// as one piece of work; with the NULL stream cclGroupEnd returns when they are complete.
+// as one item (its calls, in order); with the NULL stream cclGroupEnd returns when they are
+// complete. The group holds calls (call/call.h), not closures.
 #pragma once
 
-#include <functional>
 #include <memory>
+#include <vector>
 
 #include "algorithms/point_to_point.h"
 #include "ccl/ccl.h"
-#include "core/comm/comm.h"
 #include "core/call/call.h"
+#include "core/comm/comm.h"
 #include "core/stream/stream.h"
 
 namespace ccl::group {
@@ -24,42 +25,22 @@ void start();
 // Issues the queued operations when the outermost group ends; InvalidUsage without a start.
 cclResult_t end();
 
-// Queue an operation whose arguments were checked. Throw InvalidUsage when the communicator
-// already has operations in this group on a different stream.
-// `device`: the call as the device path sees it (device_call.h), for a stream made from a CUDA
-// stream; its spans must live as long as `op`.
-void add_collective(const std::shared_ptr<Communicator>& comm, cclStream* stream,
-                    const char* function, std::function<void(Communicator&)> op,
-                    const DeviceCall& device);
+// Queue a call whose arguments were checked. Throw InvalidUsage when the communicator already
+// has operations in this group on a different stream.
+void add_collective(const std::shared_ptr<Communicator>& comm, cclStream* stream, Call call);
 void add_point_to_point(const std::shared_ptr<Communicator>& comm, cclStream* stream,
                         const char* function, algo::PointToPoint op, std::byte* buffer);
 
 // On a ccl stream made from a CUDA stream: queues `call` on the CUDA stream at once if the
 // communicator runs it on the device (device buffers on a device world), in the stream's order;
 // false if it does not (the caller queues host work instead). Throws what the call throws.
-bool queue_device(cclStream* stream, const std::shared_ptr<Communicator>& comm,
-                  const DeviceCall& call);
+bool queue_device(cclStream* stream, const std::shared_ptr<Communicator>& comm, const Call& call);
 
-// Queues `work` (cclResult_t(Communicator&), a guarded body) on `stream`, counted as in flight on
-// `comm` until it ran (cclCommFinalize waits). Stored in place (WorkItem): queueing allocates
+// Queues `call` (or a group's part, `calls`, in order) on `stream`, counted as in flight on `comm`
+// until it ran (cclCommFinalize waits). A call is stored in place: queueing one allocates
 // nothing.
-template <class Work>
-void queue_on_stream(cclStream* stream, std::shared_ptr<Communicator> comm, Work work,
-                     const char* what = "this operation") {
-  comm->queued_begin();
-  const auto timeout = comm->options().timeout;
-  try {
-    stream->enqueue(
-        [comm, work = std::move(work)]() mutable {
-          const cclResult_t result = work(*comm);
-          comm->queued_end();
-          return result;
-        },
-        timeout, what);
-  } catch (...) {
-    comm->queued_end();  // not queued after all
-    throw;
-  }
-}
+void queue_on_stream(cclStream* stream, std::shared_ptr<Communicator> comm, Call call);
+void queue_on_stream(cclStream* stream, std::shared_ptr<Communicator> comm,
+                     std::vector<Call> calls);
 
 }  // namespace ccl::group

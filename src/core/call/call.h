@@ -1,12 +1,24 @@
-// One collective call as the device path sees it (DESIGN.md "an operation is a value"): what it
-// is, its buffers and counts as the caller passed them. The C layer builds one per call, so that
-// a call on a CUDA stream is queued on that stream at once (device_world.h), and so do the
-// communicator's collectives for the calls that run on the host's side (the NULL stream, a ccl
-// stream of host work). The spans point into the caller's storage, alive for the call.
+// One call of the C API as a value (DESIGN.md "an operation is a value"): what it is, its
+// buffers, count, type, op and root, or a group's sends and receives, as the caller passed them.
+//
+// The entry point (core/api/) builds one per call once its arguments are checked, and from there
+// it travels as data: into a group's part (api/group.h), a stream's queue or a non-blocking
+// communicator's queue (stream/stream_work.h), to the communicator (Communicator::run), and on to
+// its device path (device/device_plan.h) or its host path (planner, op runner, executor). Queues
+// hold calls, not closures, so whatever looks at the queue (a debugger, the trace, the flight
+// recorder) sees what is waiting. What is not known when the call is made is added where it is
+// learned: its buffers' memory kinds when it runs (call_memory.h), its sequence number when the
+// op runner starts it (flight recorder, trace), its communicator and stream by the queue item
+// that holds it.
+//
+// A call owns its v-counts and its group's operation list (it may run after the C call
+// returned); the buffers stay the caller's, alive until the operation completes (NCCL's rule).
+// A call without them allocates nothing: queueing a plain collective stays allocation-free.
 #pragma once
 
 #include <cstddef>
 #include <span>
+#include <vector>
 
 #include "algorithms/point_to_point.h"
 #include "ccl/ccl.h"
@@ -14,27 +26,42 @@
 
 namespace ccl {
 
-struct DeviceCall {
+struct Call {
   OpKind kind = OpKind::Barrier;
-  const char* function = "";
+  const char* function = "";  // the C entry point, for messages: "cclAllReduce"
   const void* sendbuff = nullptr;
   void* recvbuff = nullptr;
-  size_t count = 0;  // elements: as the C call's count argument
+  size_t count = 0;  // elements, as the C call's count argument (0 for v-calls and send/recv)
   cclDataType_t type = cclUint8;
   cclRedOp_t op = cclSum;
   int root = -1;
-  // allgatherv: counts, displs; alltoallv: sendcounts, sdispls, recvcounts, rdispls.
-  std::span<const size_t> counts, displs, recvcounts, rdispls;
-  // A group's sends and receives and their buffers.
-  std::span<const algo::PointToPoint> p2p;
-  std::span<std::byte* const> buffers;
+  // allgatherv: counts, displs; alltoallv: sendcounts, sdispls, recvcounts, rdispls; nranks
+  // entries each, one array after the other.
+  std::vector<size_t> extents;
+  // A group's sends and receives (kind SendRecv): p2p[i] moves buffers[i].
+  std::vector<algo::PointToPoint> p2p;
+  std::vector<std::byte*> buffers;
+
+  // The v-counts: allgatherv's counts and displs; alltoallv's sendcounts and sdispls, then
+  // recvcounts and rdispls. Empty for the other calls.
+  std::span<const size_t> counts() const { return extent(0); }
+  std::span<const size_t> displs() const { return extent(1); }
+  std::span<const size_t> recvcounts() const { return extent(2); }
+  std::span<const size_t> rdispls() const { return extent(3); }
+
+ private:
+  std::span<const size_t> extent(size_t index) const {
+    const size_t arrays = kind == OpKind::AlltoAllV ? 4 : 2;
+    const size_t n = extents.size() / arrays;
+    if (index >= arrays || n == 0) return {};
+    return {extents.data() + index * n, n};
+  }
 };
 
 // A call without v-counts or a group's operations.
-inline DeviceCall device_call(OpKind kind, const char* function, const void* sendbuff,
-                              void* recvbuff, size_t count, cclDataType_t type,
-                              cclRedOp_t op = cclSum, int root = -1) {
-  DeviceCall c;
+inline Call make_call(OpKind kind, const char* function, const void* sendbuff, void* recvbuff,
+                      size_t count, cclDataType_t type, cclRedOp_t op = cclSum, int root = -1) {
+  Call c;
   c.kind = kind;
   c.function = function;
   c.sendbuff = sendbuff;

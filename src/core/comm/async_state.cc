@@ -82,11 +82,16 @@ void AsyncState::drain() {
   }
 }
 
-void AsyncState::enqueue(WorkItem work) {
+void AsyncState::enqueue(StreamWork work) {
   wait_initialized("enqueue");  // background_ exists once init is done
   if (!background_) throw_error(cclInternalError, "no background queue on a blocking communicator");
   queued_begin();
-  background_->enqueue(std::move(work), options_.timeout);
+  try {
+    background_->enqueue(std::move(work), options_.timeout);
+  } catch (...) {
+    queued_end();  // not queued after all
+    throw;
+  }
 }
 
 bool AsyncState::queue_busy() { return background_ && background_->query() == cclInProgress; }

@@ -18,7 +18,7 @@
 #include "core/bootstrap/store.h"
 #include "core/comm/options.h"
 #include "core/comm/status.h"
-#include "core/stream/work_item.h"
+#include "core/stream/stream_work.h"
 
 namespace ccl {
 
@@ -48,8 +48,9 @@ class AsyncState {
 
   // Non-blocking mode: the queue of NULL-stream work, made at the end of init.
   void open_queue();
-  // Queues `work` (which calls queued_end() when it ran) on the in-order queue.
-  void enqueue(WorkItem work);
+  // Queues `work` (counted by queued_begin() here; its target's run_queued ends the count) on
+  // the in-order queue.
+  void enqueue(StreamWork work);
   // Waits until the queue ran dry (each operation is bounded; an abort ends them fast).
   void drain();
   // Work is queued or running on the queue.

@@ -157,12 +157,17 @@ void Communicator::make_device_world(Store& store) {
 
 void Communicator::drain_background() { async_.drain(); }
 
-void Communicator::enqueue_background(std::function<cclResult_t(Communicator&)> work) {
-  async_.enqueue([this, work = std::move(work)] {
-    const cclResult_t result = work(*this);
-    queued_end();
-    return result;
-  });
+// The communicator owns this queue: its items point at it without a reference (one would let the
+// queue's own thread drop the last reference and join itself). Destroy and abort drain the queue
+// before they drop the handle's.
+void Communicator::enqueue_background(Call call) {
+  async_.enqueue(StreamWork::of_call(std::shared_ptr<CallTarget>(std::shared_ptr<void>(), this),
+                                     std::move(call)));
+}
+
+void Communicator::enqueue_background(std::vector<Call> calls) {
+  async_.enqueue(StreamWork::of_group(std::shared_ptr<CallTarget>(std::shared_ptr<void>(), this),
+                                      std::move(calls)));
 }
 
 // Abort releases every wait; cclCommAbort and cclCommGetAsyncError tell the peers of a failure,

@@ -12,7 +12,6 @@
 #pragma once
 
 #include <chrono>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -27,27 +26,28 @@
 #include "base/deadline.h"
 #include "ccl/ccl.h"
 #include "core/bootstrap/store.h"
+#include "core/call/call.h"
+#include "core/call/call_target.h"
+#include "core/call/reduction_ops.h"
 #include "core/comm/async_state.h"
+#include "core/comm/comm_layout.h"
 #include "core/comm/op_runner.h"
 #include "core/comm/options.h"
 #include "core/comm/peers.h"
 #include "core/comm/planner.h"
 #include "core/comm/recovery.h"
 #include "core/comm/status.h"
-#include "core/comm/comm_layout.h"
-#include "core/call/call.h"
-#include "core/device/device_world.h"
 #include "core/device/device_staging.h"
+#include "core/device/device_world.h"
 #include "core/diagnostics/flight_recorder.h"
 #include "core/diagnostics/op_check.h"
-#include "core/call/reduction_ops.h"
 #include "core/tuning/tuner.h"
 #include "transport/failure_notice.h"
 #include "transport/transport.h"
 
 namespace ccl {
 
-class Communicator {
+class Communicator final : public CallTarget {
  public:
   // Joins the other ranks through `store` (a fresh namespace of it) and connects to every peer.
   // Collective over all ranks. The store is not needed afterwards.
@@ -61,9 +61,10 @@ class Communicator {
   ~Communicator();
 
   bool blocking() const { return options_.blocking; }
-  // Non-blocking mode: queues `work` (a guarded API body) on the communicator's own in-order
-  // queue; poll_async_error() says cclInProgress until it ran.
-  void enqueue_background(std::function<cclResult_t(Communicator&)> work);
+  // Non-blocking mode: queues `calls` (one call, or a group's part) on the communicator's own
+  // in-order queue; poll_async_error() says cclInProgress until they ran.
+  void enqueue_background(Call call);
+  void enqueue_background(std::vector<Call> calls);
   // Waits until the background queue ran dry (each operation is bounded; an abort ends them
   // fast). Destroy and abort call it before dropping the handle's reference, so that the last
   // reference is never dropped by the queue's own thread.
@@ -72,39 +73,29 @@ class Communicator {
   int rank() const { return options_.rank; }
   int nranks() const { return options_.nranks; }
 
-  // The collectives (comm_collectives.cc). Arguments were checked by the C layer; counts and
-  // displacements are in elements; `op` may be a PreMulSum op of this communicator.
-  void all_reduce(const void* sendbuff, void* recvbuff, size_t count, cclDataType_t type,
-                  cclRedOp_t op);
-  void broadcast(const void* sendbuff, void* recvbuff, size_t count, cclDataType_t type, int root);
-  void reduce(const void* sendbuff, void* recvbuff, size_t count, cclDataType_t type, cclRedOp_t op,
-              int root);
-  void all_gather(const void* sendbuff, void* recvbuff, size_t sendcount, cclDataType_t type);
-  void all_gather_v(const void* sendbuff, void* recvbuff, std::span<const size_t> counts,
-                    std::span<const size_t> displs, cclDataType_t type);
-  void reduce_scatter(const void* sendbuff, void* recvbuff, size_t recvcount, cclDataType_t type,
-                      cclRedOp_t op);
-  void all_to_all(const void* sendbuff, void* recvbuff, size_t count, cclDataType_t type);
-  void all_to_all_v(const void* sendbuff, std::span<const size_t> sendcounts,
-                    std::span<const size_t> sdispls, void* recvbuff,
-                    std::span<const size_t> recvcounts, std::span<const size_t> rdispls,
-                    cclDataType_t type);
-  void barrier();
+  // Runs `call` (call/call.h; its arguments were checked by the C layer) now, on the calling
+  // thread: as a device program where this communicator has a device world and the call's
+  // buffers are device memory (device_collective), else on the host path (comm_collectives.cc).
+  // Throws what fails.
+  void run(const Call& call);
+  // Runs `calls` in order on the calling thread (a group's part: its sends and receives, then its
+  // collectives), stopping at the first failure. Never throws: the failure's code, recorded as
+  // the last error and logged.
+  cclResult_t run_calls(std::span<const Call> calls) noexcept;
+  // CallTarget: run_calls from a queue (a stream's, or the non-blocking queue), then the end of
+  // the queued work's count that cclCommFinalize waits for.
+  cclResult_t run_queued(std::span<const Call> calls) noexcept override;
   // A call on device buffers as a device program (device/device_world.h), when this
   // communicator has a device world and the call's buffers are device memory: queued on
   // `*cuda_stream` (which may be the legacy stream, NULL), or, without one, run now and waited
   // for. False when the call is not one (host buffers, no device world): then the host path
   // runs it.
-  bool device_collective(const DeviceCall& call, std::optional<void*> cuda_stream);
+  bool device_collective(const Call& call, std::optional<void*> cuda_stream);
   bool has_device_world() const { return device_ != nullptr; }
   // The watchdog's look at this rank's device programs, now (device_world.h: check).
-  void poll_device() {
+  void poll_device() override {
     if (device_) device_->check(Clock::now());
   }
-  // The sends and receives of one group, all posted at once; buffers[i] is operation i's.
-  void point_to_point(std::span<const algo::PointToPoint> operations,
-                      std::span<std::byte* const> buffers);
-
   // cclRecvAnySource: after everything queued on this communicator (its background queue and
   // every stream) is done, waits for the first peer whose message begins to arrive
   // (Executor::probe_any), receives `bytes` from it into host memory `buffer` as a cclRecv
@@ -167,7 +158,7 @@ class Communicator {
   void abort_and_notify(std::chrono::milliseconds grace);
   bool aborted() const { return status_.aborted(); }
   // First error of an operation (cclSuccess if none): the communicator is unusable after one.
-  cclResult_t async_error() const { return status_.error(); }
+  cclResult_t async_error() const override { return status_.error(); }
   // cclCommGetAsyncError: async_error(), after asking the transports, when no operation runs,
   // whether a peer failed or vanished meanwhile (then that is the error, recorded).
   cclResult_t poll_async_error();
@@ -198,6 +189,18 @@ class Communicator {
   void revoked_by(int by);
   // Waits (bounded by the timeout) until no operation runs, and holds the operation lock.
   std::unique_lock<std::timed_mutex> quiesce(const char* what);
+  // The calls, one each (comm_collectives.cc): the device path, else the staging and the host
+  // path below.
+  void all_reduce(const Call& call);
+  void broadcast(const Call& call);
+  void reduce(const Call& call);
+  void all_gather(const Call& call);
+  void all_gather_v(const Call& call);
+  void reduce_scatter(const Call& call);
+  void all_to_all(const Call& call);
+  void all_to_all_v(const Call& call);
+  void barrier(const Call& call);
+  void point_to_point(const Call& call);  // a group's sends and receives, all posted at once
   // Allreduce (root -1) or reduce to `root`; the caller holds op_mutex_.
   void reduce_to(const void* sendbuff, void* recvbuff, size_t count, cclDataType_t type,
                  cclRedOp_t op, int root);

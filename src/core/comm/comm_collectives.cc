@@ -3,6 +3,7 @@
 // schedule, cached per shape) and runs it through the op runner, under op_mutex_.
 #include <algorithm>
 #include <cstring>
+#include <string>
 #include <string_view>
 
 #include "algorithms/alltoall.h"
@@ -35,10 +36,59 @@ size_t extent_bytes(std::span<const size_t> counts, std::span<const size_t> disp
 
 }  // namespace
 
-// The public collectives: their buffers as the staging sees them (what each rank reads and
-// writes), then the host path. Device buffers go through pinned host memory (device_staging.h).
+// A call, from the C layer or a queue: the device path when the communicator runs it there, else
+// the host path, whose buffers go through the staging first (what each rank reads and writes;
+// device buffers go through pinned host memory, device_staging.h).
 
-bool Communicator::device_collective(const DeviceCall& call, std::optional<void*> cuda_stream) {
+void Communicator::run(const Call& call) {
+  using Kind = OpKind;
+  switch (call.kind) {
+    case Kind::AllReduce:
+      return all_reduce(call);
+    case Kind::Broadcast:
+      return broadcast(call);
+    case Kind::Reduce:
+      return reduce(call);
+    case Kind::AllGather:
+      return all_gather(call);
+    case Kind::AllGatherV:
+      return all_gather_v(call);
+    case Kind::ReduceScatter:
+      return reduce_scatter(call);
+    case Kind::AlltoAll:
+      return all_to_all(call);
+    case Kind::AlltoAllV:
+      return all_to_all_v(call);
+    case Kind::SendRecv:
+      return point_to_point(call);
+    case Kind::Barrier:
+      return barrier(call);
+  }
+  throw_error(cclInternalError, "%s: unknown operation kind %u", call.function,
+              static_cast<unsigned>(call.kind));
+}
+
+cclResult_t Communicator::run_calls(std::span<const Call> calls) noexcept {
+  for (const Call& call : calls) {
+    try {
+      run(call);
+    } catch (...) {
+      std::string message;
+      const cclResult_t code = current_exception_result(call.function, &message);
+      set_last_error(message);
+      return code;  // the communicator is unusable after a failure anyway
+    }
+  }
+  return cclSuccess;
+}
+
+cclResult_t Communicator::run_queued(std::span<const Call> calls) noexcept {
+  const cclResult_t result = run_calls(calls);
+  queued_end();
+  return result;
+}
+
+bool Communicator::device_collective(const Call& call, std::optional<void*> cuda_stream) {
   // The device world is the init's (its own thread's, for a non-blocking init): wait for it.
   runner_.check_usable(call.function);
   if (!device_ || !device_->takes(call)) return false;
@@ -51,13 +101,13 @@ bool Communicator::device_collective(const DeviceCall& call, std::optional<void*
   return true;
 }
 
-void Communicator::all_reduce(const void* sendbuff, void* recvbuff, size_t count,
-                              cclDataType_t type, cclRedOp_t op) {
-  if (count > 0 && device_collective(device_call(OpKind::AllReduce, "cclAllReduce", sendbuff,
-                                                 recvbuff, count, type, op),
-                                     std::nullopt)) {
-    return;
-  }
+void Communicator::all_reduce(const Call& call) {
+  if (call.count > 0 && device_collective(call, std::nullopt)) return;
+  const void* const sendbuff = call.sendbuff;
+  void* const recvbuff = call.recvbuff;
+  const size_t count = call.count;
+  const cclDataType_t type = call.type;
+  const cclRedOp_t op = call.op;
   std::lock_guard lock(runner_.mutex());
   const size_t bytes = count * reduce::datatype_size(type);
   if (staging_chunks_ && bytes > staging_chunk_) {
@@ -71,13 +121,14 @@ void Communicator::all_reduce(const void* sendbuff, void* recvbuff, size_t count
                  [&](const void* in, void* out) { reduce_to(in, out, count, type, op, -1); });
 }
 
-void Communicator::reduce(const void* sendbuff, void* recvbuff, size_t count, cclDataType_t type,
-                          cclRedOp_t op, int root) {
-  if (count > 0 && device_collective(device_call(OpKind::Reduce, "cclReduce", sendbuff, recvbuff,
-                                                 count, type, op, root),
-                                     std::nullopt)) {
-    return;
-  }
+void Communicator::reduce(const Call& call) {
+  if (call.count > 0 && device_collective(call, std::nullopt)) return;
+  const void* const sendbuff = call.sendbuff;
+  void* const recvbuff = call.recvbuff;
+  const size_t count = call.count;
+  const cclDataType_t type = call.type;
+  const cclRedOp_t op = call.op;
+  const int root = call.root;
   std::lock_guard lock(runner_.mutex());
   const size_t bytes = count * reduce::datatype_size(type);
   const CallBuffer output{recvbuff, rank() == root ? bytes : 0};
@@ -92,13 +143,13 @@ void Communicator::reduce(const void* sendbuff, void* recvbuff, size_t count, cc
                  [&](const void* in, void* out) { reduce_to(in, out, count, type, op, root); });
 }
 
-void Communicator::broadcast(const void* sendbuff, void* recvbuff, size_t count, cclDataType_t type,
-                             int root) {
-  if (count > 0 && device_collective(device_call(OpKind::Broadcast, "cclBroadcast", sendbuff,
-                                                 recvbuff, count, type, cclSum, root),
-                                     std::nullopt)) {
-    return;
-  }
+void Communicator::broadcast(const Call& call) {
+  if (call.count > 0 && device_collective(call, std::nullopt)) return;
+  const void* const sendbuff = call.sendbuff;
+  void* const recvbuff = call.recvbuff;
+  const size_t count = call.count;
+  const cclDataType_t type = call.type;
+  const int root = call.root;
   std::lock_guard lock(runner_.mutex());
   const size_t bytes = count * reduce::datatype_size(type);
   const CallBuffer input{sendbuff, rank() == root ? bytes : 0};
@@ -113,90 +164,72 @@ void Communicator::broadcast(const void* sendbuff, void* recvbuff, size_t count,
                  [&](const void* in, void* out) { broadcast_host(in, out, count, type, root); });
 }
 
-void Communicator::all_gather(const void* sendbuff, void* recvbuff, size_t sendcount,
-                              cclDataType_t type) {
-  if (sendcount > 0 && device_collective(device_call(OpKind::AllGather, "cclAllGather", sendbuff,
-                                                     recvbuff, sendcount, type),
-                                         std::nullopt)) {
-    return;
-  }
+void Communicator::all_gather(const Call& call) {
+  if (call.count > 0 && device_collective(call, std::nullopt)) return;
+  const size_t sendcount = call.count;
+  const cclDataType_t type = call.type;
   std::lock_guard lock(runner_.mutex());
   const size_t bytes = sendcount * reduce::datatype_size(type);
-  staging_.stage("allgather", {sendbuff, bytes}, {recvbuff, bytes * nranks()},
+  staging_.stage("allgather", {call.sendbuff, bytes}, {call.recvbuff, bytes * nranks()},
                  [&](const void* in, void* out) { all_gather_host(in, out, sendcount, type); });
 }
 
-void Communicator::all_gather_v(const void* sendbuff, void* recvbuff,
-                                std::span<const size_t> counts, std::span<const size_t> displs,
-                                cclDataType_t type) {
-  DeviceCall call = device_call(OpKind::AllGatherV, "cclAllGatherV", sendbuff, recvbuff, 0, type);
-  call.counts = counts;
-  call.displs = displs;
+void Communicator::all_gather_v(const Call& call) {
   if (device_collective(call, std::nullopt)) return;
+  const std::span<const size_t> counts = call.counts();
+  const std::span<const size_t> displs = call.displs();
   std::lock_guard lock(runner_.mutex());
-  const size_t elem = reduce::datatype_size(type);
-  staging_.stage("allgatherv", {sendbuff, counts[rank()] * elem},
-                 {recvbuff, extent_bytes(counts, displs, elem)}, [&](const void* in, void* out) {
-                   all_gather_v_host(in, out, counts, displs, type);
-                 });
+  const size_t elem = reduce::datatype_size(call.type);
+  staging_.stage(
+      "allgatherv", {call.sendbuff, counts[rank()] * elem},
+      {call.recvbuff, extent_bytes(counts, displs, elem)},
+      [&](const void* in, void* out) { all_gather_v_host(in, out, counts, displs, call.type); });
 }
 
-void Communicator::reduce_scatter(const void* sendbuff, void* recvbuff, size_t recvcount,
-                                  cclDataType_t type, cclRedOp_t op) {
-  if (recvcount > 0 && device_collective(device_call(OpKind::ReduceScatter, "cclReduceScatter",
-                                                     sendbuff, recvbuff, recvcount, type, op),
-                                         std::nullopt)) {
-    return;
-  }
+void Communicator::reduce_scatter(const Call& call) {
+  if (call.count > 0 && device_collective(call, std::nullopt)) return;
+  const size_t recvcount = call.count;
+  const cclDataType_t type = call.type;
+  const cclRedOp_t op = call.op;
   std::lock_guard lock(runner_.mutex());
   const size_t bytes = recvcount * reduce::datatype_size(type);
   staging_.stage(
-      "reducescatter", {sendbuff, bytes * nranks()}, {recvbuff, bytes},
+      "reducescatter", {call.sendbuff, bytes * nranks()}, {call.recvbuff, bytes},
       [&](const void* in, void* out) { reduce_scatter_host(in, out, recvcount, type, op); });
 }
 
-void Communicator::all_to_all(const void* sendbuff, void* recvbuff, size_t count,
-                              cclDataType_t type) {
-  if (count > 0 && device_collective(device_call(OpKind::AlltoAll, "cclAlltoAll", sendbuff,
-                                                 recvbuff, count, type),
-                                     std::nullopt)) {
-    return;
-  }
+void Communicator::all_to_all(const Call& call) {
+  if (call.count > 0 && device_collective(call, std::nullopt)) return;
+  const size_t count = call.count;
+  const cclDataType_t type = call.type;
   std::lock_guard lock(runner_.mutex());
   const size_t bytes = count * reduce::datatype_size(type) * nranks();
-  staging_.stage("alltoall", {sendbuff, bytes}, {recvbuff, bytes},
+  staging_.stage("alltoall", {call.sendbuff, bytes}, {call.recvbuff, bytes},
                  [&](const void* in, void* out) { all_to_all_host(in, out, count, type); });
 }
 
-void Communicator::all_to_all_v(const void* sendbuff, std::span<const size_t> sendcounts,
-                                std::span<const size_t> sdispls, void* recvbuff,
-                                std::span<const size_t> recvcounts, std::span<const size_t> rdispls,
-                                cclDataType_t type) {
-  DeviceCall call = device_call(OpKind::AlltoAllV, "cclAlltoAllV", sendbuff, recvbuff, 0, type);
-  call.counts = sendcounts;
-  call.displs = sdispls;
-  call.recvcounts = recvcounts;
-  call.rdispls = rdispls;
+void Communicator::all_to_all_v(const Call& call) {
   if (device_collective(call, std::nullopt)) return;
+  const std::span<const size_t> sendcounts = call.counts();
+  const std::span<const size_t> sdispls = call.displs();
+  const std::span<const size_t> recvcounts = call.recvcounts();
+  const std::span<const size_t> rdispls = call.rdispls();
   std::lock_guard lock(runner_.mutex());
-  const size_t elem = reduce::datatype_size(type);
-  staging_.stage("alltoallv", {sendbuff, extent_bytes(sendcounts, sdispls, elem)},
-                 {recvbuff, extent_bytes(recvcounts, rdispls, elem)},
+  const size_t elem = reduce::datatype_size(call.type);
+  staging_.stage("alltoallv", {call.sendbuff, extent_bytes(sendcounts, sdispls, elem)},
+                 {call.recvbuff, extent_bytes(recvcounts, rdispls, elem)},
                  [&](const void* in, void* out) {
-                   all_to_all_v_host(in, sendcounts, sdispls, out, recvcounts, rdispls, type);
+                   all_to_all_v_host(in, sendcounts, sdispls, out, recvcounts, rdispls, call.type);
                  });
 }
 
-void Communicator::point_to_point(std::span<const algo::PointToPoint> operations,
-                                  std::span<std::byte* const> buffers) {
-  DeviceCall call = device_call(OpKind::SendRecv, "cclSend/cclRecv", nullptr, nullptr, 0, cclUint8);
-  call.p2p = operations;
-  call.buffers = buffers;
+void Communicator::point_to_point(const Call& call) {
   if (device_collective(call, std::nullopt)) return;
+  const std::span<const algo::PointToPoint> operations = call.p2p;
   std::lock_guard lock(runner_.mutex());
-  std::vector<StagedBuffer> staged(buffers.size());
-  for (size_t i = 0; i < buffers.size(); ++i) {
-    staged[i] = {buffers[i], operations[i].bytes, operations[i].send};
+  std::vector<StagedBuffer> staged(call.buffers.size());
+  for (size_t i = 0; i < call.buffers.size(); ++i) {
+    staged[i] = {call.buffers[i], operations[i].bytes, operations[i].send};
   }
   staging_.stage_each("send/recv", staged, [&](std::span<std::byte* const> host) {
     point_to_point_host(operations, host);
@@ -347,11 +380,8 @@ void Communicator::all_to_all_v_host(const void* sendbuff, std::span<const size_
       recvbuff, exec, "alltoallv");
 }
 
-void Communicator::barrier() {
-  if (device_collective(device_call(OpKind::Barrier, "cclBarrier", nullptr, nullptr, 0, cclUint8),
-                        std::nullopt)) {
-    return;
-  }
+void Communicator::barrier(const Call& call) {
+  if (device_collective(call, std::nullopt)) return;
   std::lock_guard lock(runner_.mutex());
   const OpRunner::OpScope scope = runner_.begin_op({OpKind::Barrier});
   runner_.run_choice(planner_.plan(tune::Collective::Barrier, 0), "barrier", nullptr, nullptr, 0, 0,

@@ -62,7 +62,7 @@ std::shared_ptr<Communicator> Communicator::split(int color, int key, const Comm
   // 1. Everyone's (color, key): the members of this rank's group, ordered by (key, parent rank).
   const int64_t mine[2] = {color, key};
   std::vector<int64_t> everyone(2 * static_cast<size_t>(nranks()));
-  all_gather(mine, everyone.data(), 2, cclInt64);
+  run(make_call(OpKind::AllGather, "cclCommSplit", mine, everyone.data(), 2, cclInt64));
   std::vector<int> members;
   for (int r = 0; r < nranks(); ++r) {
     if (everyone[2 * r] == color) members.push_back(r);
@@ -86,7 +86,8 @@ std::shared_ptr<Communicator> Communicator::split(int color, int key, const Comm
     }
   }
   std::vector<uint8_t> addresses(kAddressBytes * static_cast<size_t>(nranks()));
-  all_gather(address.data(), addresses.data(), kAddressBytes, cclUint8);
+  run(make_call(OpKind::AllGather, "cclCommSplit", address.data(), addresses.data(), kAddressBytes,
+                cclUint8));
   memcpy(group.address.data(), addresses.data() + kAddressBytes * static_cast<size_t>(leader),
          kAddressBytes);
   if (options_.loopback) {
@@ -96,7 +97,8 @@ std::shared_ptr<Communicator> Communicator::split(int color, int key, const Comm
       // The leader holds the rendezvous until the barrier below, so it is alive here.
       group.loopback = reinterpret_cast<LoopbackRendezvous*>(pointer)->shared_from_this();
     }
-    barrier();  // every member holds the rendezvous now; the leader may drop its own reference
+    // Every member holds the rendezvous now; the leader may drop its own reference.
+    run(make_call(OpKind::Barrier, "cclCommSplit", nullptr, nullptr, 0, cclUint8));
   }
   if (!group.joins) return nullptr;
 

@@ -52,7 +52,7 @@ dev::AllReduceAlgorithm choose_all_reduce(uint64_t bytes, int nranks, bool one_d
   return two < one ? dev::AllReduceAlgorithm::TwoShot : dev::AllReduceAlgorithm::OneShot;
 }
 
-DevicePlan plan_device(const DeviceCall& call, const DeviceWorld& world, const ReductionOps& ops,
+DevicePlan plan_device(const Call& call, const DeviceWorld& world, const ReductionOps& ops,
                        const tune::Selection& selection) {
   using Kind = OpKind;
   DevicePlan plan;
@@ -102,8 +102,8 @@ DevicePlan plan_device(const DeviceCall& call, const DeviceWorld& world, const R
           dev::all_gather(shape, call.count, in != nullptr && in == base + r * call.count * elem);
       break;
     case Kind::AllGatherV:
-      plan.program = dev::all_gather_v(shape, call.counts, call.displs,
-                                       in != nullptr && in == base + call.displs[r] * elem);
+      plan.program = dev::all_gather_v(shape, call.counts(), call.displs(),
+                                       in != nullptr && in == base + call.displs()[r] * elem);
       break;
     case Kind::ReduceScatter:
       plan.program = dev::reduce_scatter(shape, call.count, red);
@@ -112,8 +112,8 @@ DevicePlan plan_device(const DeviceCall& call, const DeviceWorld& world, const R
       plan.program = dev::all_to_all(shape, call.count, in != nullptr && in == base);
       break;
     case Kind::AlltoAllV:
-      plan.program = dev::all_to_all_v(shape, call.counts, call.displs, call.recvcounts,
-                                       call.rdispls, in != nullptr && in == base);
+      plan.program = dev::all_to_all_v(shape, call.counts(), call.displs(), call.recvcounts(),
+                                       call.rdispls(), in != nullptr && in == base);
       break;
     case Kind::SendRecv: {
       // Sends to this rank itself pair with its receives from itself, in order, of equal sizes

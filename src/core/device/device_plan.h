@@ -1,4 +1,4 @@
-// The device program of one call (device_call.h) on a device world: the builder of its
+// The device program of one call (call/call.h) on a device world: the builder of its
 // collective (algorithms/device/device_collectives.h), the reduction as the communicator's op
 // says (avg, PreMulSum), and for allreduce the choice between one-shot and two-shot.
 //
@@ -20,8 +20,8 @@
 
 #include "algorithms/device/device_collectives.h"
 #include "core/call/call.h"
-#include "core/device/device_world.h"
 #include "core/call/reduction_ops.h"
+#include "core/device/device_world.h"
 #include "core/tuning/algo_selection.h"
 #include "cuda/cuda_ipc.h"
 
@@ -47,7 +47,7 @@ algo::device::AllReduceAlgorithm choose_all_reduce(uint64_t bytes, int nranks, b
                                                    const tune::Selection& selection);
 
 // Throws cclInvalidArgument for what no program can do (a reduction without a kernel).
-DevicePlan plan_device(const DeviceCall& call, const DeviceWorld& world, const ReductionOps& ops,
+DevicePlan plan_device(const Call& call, const DeviceWorld& world, const ReductionOps& ops,
                        const tune::Selection& selection);
 
 }  // namespace ccl

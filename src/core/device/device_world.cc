@@ -158,7 +158,7 @@ DeviceWorld::~DeviceWorld() {
   // The members close the imports, free the scratch and the stream, each in its own context.
 }
 
-bool DeviceWorld::takes(const DeviceCall& call) const {
+bool DeviceWorld::takes(const Call& call) const {
   int device = 0, host = 0;
   auto vote = [&](const void* p) {
     if (p == nullptr) return;

@@ -102,7 +102,7 @@ class DeviceWorld {
   // Whether the call runs here: its non-null buffers are device memory (or it has none, as a
   // barrier). Throws cclInvalidArgument for device and host buffers in one call, or device
   // buffers of another context than the communicator's.
-  bool takes(const DeviceCall& call) const;
+  bool takes(const Call& call) const;
 
   // Queues `program` on `stream` (a CUDA stream of this world's context) and returns: the
   // caller's buffers must stay valid until the stream has run it.

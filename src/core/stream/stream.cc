@@ -3,8 +3,8 @@
 #include <algorithm>
 
 #include "base/config.h"
+#include "base/deadline.h"
 #include "base/error.h"
-#include "core/comm/comm.h"
 #include "cuda/stream_ops.h"
 
 namespace {
@@ -24,7 +24,7 @@ cclStream::cclStream(struct CUstream_st* cuda_stream)
       cuda_(std::make_unique<ccl::cuda::StreamOrder>(cuda_stream)),
       worker_([core = core_] { core->worker_loop(); }) {}
 
-void cclStream::enqueue(ccl::WorkItem work, std::chrono::milliseconds timeout, const char* what) {
+void cclStream::enqueue(ccl::StreamWork work, std::chrono::milliseconds timeout, const char* what) {
   if (!cuda_) {
     core_->enqueue(std::move(work), timeout);
     return;
@@ -40,17 +40,11 @@ void cclStream::enqueue(ccl::WorkItem work, std::chrono::milliseconds timeout, c
                        what);
     }
   }
-  const ccl::cuda::StreamOrder::Ticket ticket = cuda_->begin();
-  ccl::cuda::StreamOrder* order = cuda_.get();  // outlives the work: ~cclStream drains first
-  core_->enqueue(
-      [order, ticket, timeout, work = std::move(work)]() mutable {
-        const cclResult_t waited = order->wait(ticket, timeout);
-        const ccl::cuda::OrderedByCudaStream ordered;  // the wait above ordered its device work
-        const cclResult_t result = work();
-        order->end(ticket);
-        return waited != cclSuccess ? waited : result;
-      },
-      timeout);
+  work.order = cuda_.get();  // outlives the work: ~cclStream drains first
+  work.ticket = cuda_->begin();
+  work.timeout = timeout;
+  const ccl::cuda::StreamOrder::Ticket ticket = work.ticket;
+  core_->enqueue(std::move(work), timeout);
   cuda_->hold(ticket);
 }
 
@@ -83,19 +77,7 @@ void cclStream::wait_on_cuda(const ccl::cuda::Event& event) {
   ccl::cuda::stream_wait_event(cuda_->stream(), event);
 }
 
-cclResult_t ccl::DeviceMark::status() const {
-  const cuda::ContextScope scope(context);
-  const bool done = event->done();
-  for (const auto& c : comms) {
-    if (auto comm = c.lock()) {
-      if (done) comm->poll_device();
-      if (comm->async_error() != cclSuccess) return comm->async_error();
-    }
-  }
-  return done ? cclSuccess : cclInProgress;
-}
-
-void cclStream::note_device_work(const std::shared_ptr<ccl::Communicator>& comm) {
+void cclStream::note_device_work(const std::shared_ptr<ccl::CallTarget>& comm) {
   for (const auto& known : device_comms_) {
     if (known.lock() == comm) return;
   }
@@ -104,7 +86,7 @@ void cclStream::note_device_work(const std::shared_ptr<ccl::Communicator>& comm)
 }
 
 cclResult_t cclStream::device_status(bool wait) {
-  std::vector<std::shared_ptr<ccl::Communicator>> comms;
+  std::vector<std::shared_ptr<ccl::CallTarget>> comms;
   {
     std::lock_guard lock(cuda_enqueue_);
     for (const auto& c : device_comms_) {

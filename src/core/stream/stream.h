@@ -1,9 +1,9 @@
 // cclStream_t and cclEvent_t on the host.
 //
-// A stream is an in-order queue of work (StreamCore) with a worker thread of its own; a queued
-// operation keeps the communicator it uses alive. cclStreamSynchronize and cclEventSynchronize
-// run the queued work on the calling thread when they can (stream_core.h says why).
-// An event is a point in a stream's work: the number of items queued when it was recorded.
+// A stream is an in-order queue of work (StreamCore: values, stream_work.h) with a worker thread
+// of its own; a queued operation keeps the communicator it uses alive. cclStreamSynchronize and
+// cclEventSynchronize run the queued work on the calling thread when they can (stream_core.h says
+// why). An event is a point in a stream's work: the number of items queued when it was recorded.
 #pragma once
 
 #include <chrono>
@@ -13,41 +13,12 @@
 #include <vector>
 
 #include "ccl/ccl.h"
+#include "core/call/call_target.h"
 #include "core/stream/stream_core.h"
-#include "core/stream/work_item.h"
+#include "core/stream/stream_point.h"
+#include "core/stream/stream_work.h"
 #include "cuda/stream_ops.h"
 #include "cuda/stream_order.h"
-
-namespace ccl {
-
-class Communicator;
-
-// The device side of a point of a stream made from a CUDA stream: an event recorded on the CUDA
-// stream after the device collectives queued straight on it (device_world.h), and the
-// communicators that queued them (whose failure is the point's).
-struct DeviceMark {
-  void* context = nullptr;
-  std::unique_ptr<cuda::Event> event;
-  std::vector<std::weak_ptr<Communicator>> comms;
-  // cclSuccess once the event is done and no communicator failed; cclInProgress before.
-  cclResult_t status() const;
-};
-
-// A point in one stream's work (an event's record). Holds the stream's core, so it can be asked
-// about after the stream is destroyed. No core: nothing to wait for (never recorded, or recorded
-// on the NULL stream).
-struct StreamPoint {
-  std::shared_ptr<StreamCore> core;
-  uint64_t seq = 0;
-  std::shared_ptr<const DeviceMark> device;  // null: no device work before the point
-
-  cclResult_t status() const {
-    const cclResult_t host = core ? core->status(seq) : cclSuccess;
-    return host == cclSuccess && device ? device->status() : host;
-  }
-};
-
-}  // namespace ccl
 
 struct cclStream {
   static constexpr unsigned kMagic = 0x57ea4c11u;
@@ -59,12 +30,12 @@ struct cclStream {
   explicit cclStream(struct CUstream_st* cuda_stream);
   ~cclStream();  // runs or waits for the queued work, then stops the worker
 
-  // Queues `work` (a guarded API body: it returns a result and never throws); `timeout` bounds it
-  // (its communicator's timeout), see StreamCore::enqueue. On a stream of cclStreamFromCuda the
+  // Queues `work` (calls of a communicator, or a wait); `timeout` bounds it (its communicator's
+  // timeout), see StreamCore::enqueue. On a stream of cclStreamFromCuda the
   // work first waits for the CUDA work queued before, and the CUDA stream waits for its end
   // (throws cclUnhandledCudaError if the driver refuses either). Host work cannot be captured
   // into a CUDA graph: on a CUDA stream that is capturing, throws cclInvalidUsage naming `what`.
-  void enqueue(ccl::WorkItem work, std::chrono::milliseconds timeout,
+  void enqueue(ccl::StreamWork work, std::chrono::milliseconds timeout,
                const char* what = "this operation");
 
   // CUDA work queued on this stream from now on waits for `event` (cuStreamWaitEvent, in the
@@ -80,7 +51,7 @@ struct cclStream {
   // queued device work straight on the CUDA stream if it returns true: synchronize() and
   // query() then wait for the CUDA stream too and report the communicator's failure.
   template <class Queue>
-  bool queue_on_cuda(const std::shared_ptr<ccl::Communicator>& comm, Queue&& queue) {
+  bool queue_on_cuda(const std::shared_ptr<ccl::CallTarget>& comm, Queue&& queue) {
     std::lock_guard lock(cuda_enqueue_);
     if (!queue(cuda_->stream())) return false;
     note_device_work(comm);
@@ -101,7 +72,7 @@ struct cclStream {
 
  private:
   std::shared_ptr<ccl::StreamCore> core_;
-  void note_device_work(const std::shared_ptr<ccl::Communicator>& comm);  // under cuda_enqueue_
+  void note_device_work(const std::shared_ptr<ccl::CallTarget>& comm);  // under cuda_enqueue_
   // The device work's end and failure, after the host work's: cclSuccess, cclInProgress (only
   // when not `wait`), or the error.
   cclResult_t device_status(bool wait);
@@ -109,7 +80,7 @@ struct cclStream {
   std::unique_ptr<ccl::cuda::StreamOrder> cuda_;  // cclStreamFromCuda's; else null
   std::mutex cuda_enqueue_;  // the order's numbers follow the queue's: one enqueue at a time
   // Communicators that queued device work straight on the CUDA stream (under cuda_enqueue_).
-  std::vector<std::weak_ptr<ccl::Communicator>> device_comms_;
+  std::vector<std::weak_ptr<ccl::CallTarget>> device_comms_;
   std::thread worker_;
 };
 

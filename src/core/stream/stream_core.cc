@@ -22,7 +22,7 @@ StreamCore::StreamCore(std::chrono::microseconds idle_poll)
       queue_(kQueueSlots),
       longest_timeout_ms_(config_int("CCL_TIMEOUT") * 1000) {}
 
-uint64_t StreamCore::enqueue(WorkItem work, std::chrono::milliseconds timeout) {
+uint64_t StreamCore::enqueue(StreamWork work, std::chrono::milliseconds timeout) {
   int64_t longest = longest_timeout_ms_.load(std::memory_order_relaxed);
   while (timeout.count() > longest &&
          !longest_timeout_ms_.compare_exchange_weak(longest, timeout.count())) {
@@ -83,7 +83,7 @@ void StreamCore::throw_stalled(const char* what) const {
               static_cast<long long>(stall_bound().count()));
 }
 
-bool StreamCore::pop(WorkItem* item, uint64_t* seq) {
+bool StreamCore::pop(StreamWork* item, uint64_t* seq) {
   std::lock_guard lock(mutex_);
   if (queue_.empty()) return false;
   *item = queue_.pop();
@@ -101,7 +101,7 @@ uint64_t StreamCore::pop_batch(uint64_t up_to) {
   return first;
 }
 
-void StreamCore::run_one(WorkItem& item, uint64_t seq) {
+void StreamCore::run_one(StreamWork& item, uint64_t seq) {
   const cclResult_t result = item();
   // Dropped before the item counts as done: once a synchronize returns, the references the work
   // held (its communicator) are released.
@@ -194,7 +194,7 @@ bool StreamCore::run_until(uint64_t seq) { return reach(seq, true); }
 bool StreamCore::wait_until(uint64_t seq) { return reach(seq, false); }
 
 void StreamCore::worker_loop() {
-  WorkItem item;
+  StreamWork item;
   uint64_t seq = 0;
   for (;;) {
     {

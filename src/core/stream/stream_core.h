@@ -27,7 +27,7 @@
 
 #include "ccl/ccl.h"
 #include "core/stream/ring_queue.h"
-#include "core/stream/work_item.h"
+#include "core/stream/stream_work.h"
 
 namespace ccl {
 
@@ -37,7 +37,7 @@ class StreamCore {
   // that slept after each item would cost every operation a futex wake-up (about 47 us here).
   explicit StreamCore(std::chrono::microseconds idle_poll);
 
-  // The queue's room, allocated (and touched) when the stream is made, 128 B per item: 512 KiB.
+  // The queue's room, allocated (and touched) when the stream is made (stream_work.h: its size).
   // A queue that grew while it filled paid for its fresh memory inside the timed work (about 2 us
   // a page on this VM, inferred from the figures below), and nccl-tests' first timed column (2000
   // 8-byte allreduces queued, 2 ranks) took 0.59-0.62 us per call against 0.44-0.50 in the next
@@ -49,7 +49,7 @@ class StreamCore {
   // (plus a grace) between two completed items before it gives up with cclTimeout. Returns the
   // item's sequence number. With kQueueSlots items waiting, first runs the oldest on the calling
   // thread until half of them are done (bounded as run_until; cclTimeout if the stream stalls).
-  uint64_t enqueue(WorkItem work, std::chrono::milliseconds timeout);
+  uint64_t enqueue(StreamWork work, std::chrono::milliseconds timeout);
   uint64_t queued() const;  // sequence number of the last item queued (0: none)
   uint64_t completed() const { return completed_.load(std::memory_order_acquire); }
 
@@ -77,11 +77,11 @@ class StreamCore {
 
  private:
   // Pops the next item if there is one (under mutex_); `seq` gets its number.
-  bool pop(WorkItem* item, uint64_t* seq);
+  bool pop(StreamWork* item, uint64_t* seq);
   // Pops the items up to point `up_to`, at most kBatchItems of them, into batch_ (the caller
   // holds run_mutex_); returns the first one's sequence number.
   uint64_t pop_batch(uint64_t up_to);
-  void run_one(WorkItem& item, uint64_t seq);  // the caller holds run_mutex_
+  void run_one(StreamWork& item, uint64_t seq);  // the caller holds run_mutex_
   // Waits until the stream's epoch differs from `seen` (an item completed, or the worker let go
   // of run_mutex_); false at `deadline`. Polls with sched_yield for a short while first.
   bool wait_for_change(uint64_t seen, std::chrono::steady_clock::time_point deadline);
@@ -93,7 +93,7 @@ class StreamCore {
   mutable std::mutex mutex_;  // the queue, the counters below it and the condition variables
   std::condition_variable work_ready_;
   std::condition_variable progress_;
-  RingQueue<WorkItem> queue_;
+  RingQueue<StreamWork> queue_;
   uint64_t enqueued_ = 0;       // under mutex_
   bool worker_asleep_ = false;  // under mutex_
   bool stopping_ = false;       // under mutex_
@@ -107,8 +107,8 @@ class StreamCore {
   std::atomic<uint64_t> first_failure_seq_{UINT64_MAX};
   std::atomic<cclResult_t> first_failure_{cclSuccess};
   std::atomic<int64_t> longest_timeout_ms_{0};
-  std::mutex run_mutex_;         // held by the one thread running items
-  std::vector<WorkItem> batch_;  // under run_mutex_: a waiter's items, popped a few at once
+  std::mutex run_mutex_;           // held by the one thread running items
+  std::vector<StreamWork> batch_;  // under run_mutex_: a waiter's items, popped a few at once
   static constexpr size_t kBatchItems = 32;  // batch_ never grows beyond them
 };
 

@@ -13,6 +13,7 @@
 
 #include "algorithms/reduce/reduce.h"
 #include "base/error.h"
+#include "calls.h"
 #include "core/bootstrap/store.h"
 #include "core/comm/comm.h"
 #include "expected_values.h"
@@ -62,7 +63,7 @@ TEST_P(CollectiveSet, ReduceEveryTypeOpAndRoot) {
             }
             const bool is_root = comm.rank() == root;
             void* dst = is_root ? (in_place ? in.data() : out.data()) : nullptr;
-            comm.reduce(in.data(), dst, count, type, op, root);
+            test::reduce(comm, in.data(), dst, count, type, op, root);
             if (is_root && memcmp(dst, want.data(), count * size) != 0) ++wrong;
           }
         }
@@ -91,7 +92,7 @@ TEST_P(CollectiveSet, ReduceScatterEveryTypeAndOp) {
               testing::store_expected(type, op, n, want.data(), i);
             }
             uint8_t* dst = in_place ? in.data() + comm.rank() * count * size : out.data();
-            comm.reduce_scatter(in.data(), dst, count, type, op);
+            test::reduce_scatter(comm, in.data(), dst, count, type, op);
             if (memcmp(dst, want.data() + comm.rank() * count * size, count * size) != 0) ++wrong;
           }
         }
@@ -114,7 +115,7 @@ TEST_P(CollectiveSet, AllGatherInAndOutOfPlace) {
           std::copy(mine.begin(), mine.end(), out.begin() + comm.rank() * count);
           send = out.data() + comm.rank() * count;
         }
-        comm.all_gather(send, out.data(), count, cclInt32);
+        test::all_gather(comm, send, out.data(), count, cclInt32);
         if (!blocks_match(out.data(), n, count, tag)) ++wrong;
       }
     }
@@ -137,7 +138,7 @@ TEST_P(CollectiveSet, AllGatherVUnevenWithGaps) {
     }
     std::vector<int16_t> mine(counts[comm.rank()]), out(at, -1);
     for (size_t i = 0; i < mine.size(); ++i) mine[i] = static_cast<int16_t>(tag(comm.rank(), i));
-    comm.all_gather_v(mine.data(), out.data(), counts, displs, cclFloat16);
+    test::all_gather_v(comm, mine.data(), out.data(), counts, displs, cclFloat16);
     for (int q = 0; q < n; ++q) {
       for (size_t i = 0; i < counts[q]; ++i) {
         if (out[displs[q] + i] != static_cast<int16_t>(tag(q, i))) ++wrong;
@@ -162,7 +163,7 @@ TEST_P(CollectiveSet, AlltoAllInAndOutOfPlace) {
           for (size_t i = 0; i < count; ++i) in[p * count + i] = tag(comm.rank() * 16 + p, i);
         }
         int32_t* dst = in_place ? in.data() : out.data();
-        comm.all_to_all(in.data(), dst, count, cclInt32);
+        test::all_to_all(comm, in.data(), dst, count, cclInt32);
         const auto sent_to_me = [&](int q, size_t i) { return tag(q * 16 + comm.rank(), i); };
         if (!blocks_match(dst, n, count, sent_to_me)) ++wrong;
       }
@@ -188,7 +189,7 @@ TEST_P(CollectiveSet, AlltoAllVUneven) {
     for (int p = 0; p < n; ++p) {
       for (size_t i = 0; i < sc[p]; ++i) in[sd[p] + i] = tag(r * 16 + p, i);
     }
-    comm.all_to_all_v(in.data(), sc, sd, out.data(), rc, rd, cclUint64);
+    test::all_to_all_v(comm, in.data(), sc, sd, out.data(), rc, rd, cclUint64);
     for (int q = 0; q < n; ++q) {
       for (size_t i = 0; i < rc[q]; ++i) {
         if (out[rd[q] + i] != static_cast<uint64_t>(tag(q * 16 + r, i))) ++wrong;
@@ -225,7 +226,7 @@ TEST_P(CollectiveSet, SendRecvRingSelfAndOrder) {
     if (r % 2 == 0) {
       add(false, prev, got_a), add(false, prev, got_b);
     }
-    comm.point_to_point(ops, buffers);
+    test::point_to_point(comm, ops, buffers);
     for (size_t i = 0; i < a.size(); ++i) wrong += got_a[i] != tag(prev, i);
     for (size_t i = 0; i < b.size(); ++i) wrong += got_b[i] != tag(prev + 50, i);
     if (got_self != self) ++wrong;
@@ -239,7 +240,7 @@ TEST_P(CollectiveSet, UnmatchedSelfSendIsAnError) {
     std::vector<algo::PointToPoint> ops = {{true, comm.rank(), sizeof(v)}};
     std::vector<std::byte*> buffers = {reinterpret_cast<std::byte*>(&v)};
     try {
-      comm.point_to_point(ops, buffers);
+      test::point_to_point(comm, ops, buffers);
       ADD_FAILURE() << "a send to self without a receive succeeded";
     } catch (const Error& e) {
       EXPECT_EQ(e.code(), cclInvalidUsage);
@@ -272,13 +273,13 @@ TEST_P(CollectiveSet, SplitSideBySideWithParent) {
     for (int round = 0; round < 2; ++round) {
       if (child) {
         int64_t x = r, sum = 0;
-        child->all_reduce(&x, &sum, 1, cclInt64, cclSum);
+        test::all_reduce(*child, &x, &sum, 1, cclInt64, cclSum);
         int64_t want = 0;
         for (int q = 0; q < n; ++q) want += (q % 2 == color && !(n > 2 && q == n - 1)) ? q : 0;
         if (sum != want) ++wrong;
       }
       int64_t one = 1, total = 0;
-      comm.all_reduce(&one, &total, 1, cclInt64, cclSum);
+      test::all_reduce(comm, &one, &total, 1, cclInt64, cclSum);
       if (total != n) ++wrong;
     }
     if (child) {
@@ -298,7 +299,7 @@ TEST_P(CollectiveSet, SplitSideBySideWithParent) {
         ++wrong;
       }
       int64_t one = 1, total = 0;
-      grandchild->all_reduce(&one, &total, 1, cclInt64, cclSum);
+      test::all_reduce(*grandchild, &one, &total, 1, cclInt64, cclSum);
       if (total != grandchild->nranks() || grandchild->poll_async_error() != cclSuccess) ++wrong;
     }
   });
@@ -316,10 +317,10 @@ TEST_P(CollectiveSet, PreMulSumScalesEachRanksInput) {
     for (size_t count : {size_t{1}, size_t{7}, size_t{5000}, size_t{300001}}) {
       std::vector<float> in(count), out(count);
       for (size_t i = 0; i < count; ++i) in[i] = static_cast<float>(i % 7);
-      comm.all_reduce(in.data(), out.data(), count, cclFloat32, op);
+      test::all_reduce(comm, in.data(), out.data(), count, cclFloat32, op);
       const float factor = static_cast<float>(n * (n + 1) / 2);
       for (size_t i = 0; i < count; ++i) wrong += out[i] != factor * static_cast<float>(i % 7);
-      comm.reduce(in.data(), in.data(), count, cclFloat32, op, 0);
+      test::reduce(comm, in.data(), in.data(), count, cclFloat32, op, 0);
       if (r == 0) {
         for (size_t i = 0; i < count; ++i) wrong += in[i] != factor * static_cast<float>(i % 7);
       }

@@ -10,9 +10,10 @@
 #include <thread>
 #include <vector>
 
+#include "base/error.h"
+#include "calls.h"
 #include "core/bootstrap/store.h"
 #include "core/comm/comm.h"
-#include "base/error.h"
 #include "expected_values.h"
 #include "loopback_ranks.h"
 #include "transport/loopback/loopback_transport.h"
@@ -42,7 +43,7 @@ TEST_P(LoopbackComm, AllReduceEveryTypeAndOp) {
               testing::store_expected(type, op, nranks, want.data(), i);
             }
             uint8_t* dst = in_place ? in.data() : out.data();
-            comm.all_reduce(in.data(), dst, count, type, op);
+            test::all_reduce(comm, in.data(), dst, count, type, op);
             if (memcmp(dst, want.data(), count * size) != 0) ++wrong;
           }
         }
@@ -60,7 +61,7 @@ TEST_P(LoopbackComm, AllReduceLargeOddCount) {
     std::vector<float> data(count);
     for (size_t i = 0; i < count; ++i)
       data[i] = static_cast<float>(testing::input_value(cclSum, comm.rank(), i));
-    comm.all_reduce(data.data(), data.data(), count, cclFloat32, cclSum);
+    test::all_reduce(comm, data.data(), data.data(), count, cclFloat32, cclSum);
     for (size_t i = 0; i < count; ++i) {
       if (data[i] != static_cast<float>(testing::reduce_values(cclSum, nranks, i))) {
         ++wrong;
@@ -80,11 +81,11 @@ TEST_P(LoopbackComm, BroadcastFromEveryRoot) {
         std::vector<int32_t> want(count), out(count, -1);
         for (size_t i = 0; i < count; ++i) want[i] = static_cast<int32_t>(i * 31 + root);
         const void* in = comm.rank() == root ? want.data() : nullptr;
-        comm.broadcast(in, out.data(), count, cclInt32, root);
+        test::broadcast(comm, in, out.data(), count, cclInt32, root);
         if (out != want) ++wrong;
       }
     }
-    comm.barrier();
+    test::barrier(comm);
   });
   EXPECT_EQ(wrong.load(), 0);
 }
@@ -108,7 +109,7 @@ TEST_P(LoopbackComm, AllReduceByEveryForcedAlgorithm) {
               testing::store_expected(cclBfloat16, op, nranks, want.data(), i);
             }
             uint16_t* dst = in_place ? in.data() : out.data();
-            comm.all_reduce(in.data(), dst, count, cclBfloat16, op);
+            test::all_reduce(comm, in.data(), dst, count, cclBfloat16, op);
             if (memcmp(dst, want.data(), count * sizeof(uint16_t)) != 0) ++wrong;
           }
         }
@@ -134,13 +135,14 @@ TEST_P(LoopbackComm, BroadcastAndReduceByForcedTreeAndChain) {
           std::vector<int32_t> want(count), out(count, -1);
           for (size_t i = 0; i < count; ++i) want[i] = static_cast<int32_t>(i * 31 + root);
           const void* in = comm.rank() == root ? want.data() : nullptr;
-          comm.broadcast(in, out.data(), count, cclInt32, root);
+          test::broadcast(comm, in, out.data(), count, cclInt32, root);
           if (out != want) ++wrong;
           // Reduce: rank r contributes i + r, so the root gets n*i + n(n-1)/2.
           std::vector<int32_t> mine(count), sum(count, -1);
           for (size_t i = 0; i < count; ++i) mine[i] = static_cast<int32_t>(i + comm.rank());
           const bool is_root = comm.rank() == root;
-          comm.reduce(mine.data(), is_root ? sum.data() : nullptr, count, cclInt32, cclSum, root);
+          test::reduce(comm, mine.data(), is_root ? sum.data() : nullptr, count, cclInt32, cclSum,
+                       root);
           for (size_t i = 0; is_root && i < count; ++i) {
             if (sum[i] != static_cast<int32_t>(nranks * i + nranks * (nranks - 1) / 2)) {
               ++wrong;
@@ -205,7 +207,7 @@ TEST(LoopbackCommErrors, AbortReleasesWaitingRank) {
   std::vector<float> x(16, 1.0f);
   auto start = Clock::now();
   try {
-    comms[0]->all_reduce(x.data(), x.data(), x.size(), cclFloat32, cclSum);
+    test::all_reduce(*comms[0], x.data(), x.data(), x.size(), cclFloat32, cclSum);
     ADD_FAILURE() << "allreduce without a peer succeeded";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), cclRemoteError) << e.what();
@@ -220,7 +222,7 @@ TEST(LoopbackCommErrors, TimeoutNamesThePeer) {
   auto& comms = pair.comms;
   std::vector<float> x(16, 1.0f);
   try {
-    comms[0]->all_reduce(x.data(), x.data(), x.size(), cclFloat32, cclSum);
+    test::all_reduce(*comms[0], x.data(), x.data(), x.size(), cclFloat32, cclSum);
     ADD_FAILURE() << "allreduce without a peer succeeded";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), cclTimeout);
@@ -228,7 +230,7 @@ TEST(LoopbackCommErrors, TimeoutNamesThePeer) {
   }
   // A failed communicator refuses further work with the same code.
   try {
-    comms[0]->barrier();
+    test::barrier(*comms[0]);
     ADD_FAILURE() << "barrier on a failed communicator succeeded";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), cclTimeout);

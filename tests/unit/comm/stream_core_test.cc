@@ -1,5 +1,5 @@
-// StreamCore's hand-overs between the threads that run a stream's work: its worker and any number
-// of waiters, each waiting for its own point.
+// StreamCore's hand-overs between the threads that run a stream's work (queued calls, values:
+// stream_work.h): its worker and any number of waiters, each waiting for its own point.
 #include "core/stream/stream_core.h"
 
 #include <gtest/gtest.h>
@@ -7,6 +7,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <functional>
+#include <memory>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -14,6 +17,28 @@
 namespace {
 
 using ccl::StreamCore;
+using ccl::StreamWork;
+
+// The communicator of the queued calls: runs each call's `fn` (a test's action, numbered by the
+// call's count).
+class Target final : public ccl::CallTarget {
+ public:
+  explicit Target(std::function<void(size_t)> fn) : fn_(std::move(fn)) {}
+  cclResult_t run_queued(std::span<const ccl::Call> calls) noexcept override {
+    for (const ccl::Call& call : calls) fn_(call.count);
+    return cclSuccess;
+  }
+  void poll_device() override {}
+  cclResult_t async_error() const override { return cclSuccess; }
+
+ private:
+  std::function<void(size_t)> fn_;
+};
+
+StreamWork item(const std::shared_ptr<Target>& target, size_t n) {
+  return StreamWork::of_call(
+      target, ccl::make_call(ccl::OpKind::Barrier, "test", nullptr, nullptr, n, cclUint8));
+}
 
 // CCL_TIMEOUT for the scope (StreamCore reads it when constructed): a waiter that misses a
 // hand-over gives up after CCL_TIMEOUT + 1 s instead of the default 301 s.
@@ -53,19 +78,17 @@ TEST(StreamCore, WaitersForManyPointsNeverMissAHandOver) {
   constexpr int kWaiters = 3;
   std::atomic<int> ran{0};
   std::atomic<int> missed{0};
+  auto busy = std::make_shared<Target>([&ran](size_t) {
+    // A few microseconds of work, so that runners overlap with waiters.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(150);
+    while (std::chrono::steady_clock::now() < until) {
+    }
+    ran.fetch_add(1);
+  });
   for (int round = 0; round < kRounds && missed.load() == 0; ++round) {
     std::vector<uint64_t> seqs;
     for (int i = 0; i < kItems; ++i) {
-      seqs.push_back(core.enqueue(
-          [&ran] {
-            // A few microseconds of work, so that runners overlap with waiters.
-            const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(150);
-            while (std::chrono::steady_clock::now() < until) {
-            }
-            ran.fetch_add(1);
-            return cclSuccess;
-          },
-          std::chrono::milliseconds(0)));
+      seqs.push_back(core.enqueue(item(busy, 0), std::chrono::milliseconds(0)));
     }
     std::vector<std::thread> waiters;
     waiters.emplace_back([&] {  // point by point, in order (torch's watcher)
@@ -98,16 +121,13 @@ TEST(StreamCore, AFullQueueMakesTheQueueingThreadRunTheOldestHalf) {
   const size_t slots = StreamCore::kQueueSlots;
   std::vector<uint64_t> order;
   std::vector<std::thread::id> runners;
-  auto item = [&](uint64_t n) {
-    return [&order, &runners, n] {
-      order.push_back(n);
-      runners.push_back(std::this_thread::get_id());
-      return cclSuccess;
-    };
-  };
-  for (uint64_t n = 1; n <= slots; ++n) core.enqueue(item(n), std::chrono::milliseconds(0));
+  auto target = std::make_shared<Target>([&order, &runners](size_t n) {
+    order.push_back(n);
+    runners.push_back(std::this_thread::get_id());
+  });
+  for (uint64_t n = 1; n <= slots; ++n) core.enqueue(item(target, n), std::chrono::milliseconds(0));
   EXPECT_EQ(core.completed(), 0u);
-  core.enqueue(item(slots + 1), std::chrono::milliseconds(0));
+  core.enqueue(item(target, slots + 1), std::chrono::milliseconds(0));
   EXPECT_EQ(core.completed(), slots / 2);
   ASSERT_EQ(order.size(), slots / 2);
   for (size_t i = 0; i < order.size(); ++i) ASSERT_EQ(order[i], i + 1);
