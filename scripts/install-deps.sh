@@ -13,6 +13,7 @@ packages=(
   nlohmann-json3-dev
   # ccl-plot's plots (and its test): Debian's matplotlib, which lives under /usr/bin/python3
   python3-matplotlib
+  python3-prometheus-client  # the metrics tests parse CCL_METRICS_FILE with it (/usr/bin/python3)
   clang-format clang-tidy clang libclang-rt-14-dev
   # The torch.distributed backend (bindings/torch) and its tests: Debian's torch 1.13, which
   # lives under /usr/bin/python3.

@@ -148,6 +148,15 @@ const std::vector<ConfigVar>& config_vars() {
       {"CCL_TRACE_MAX_EVENTS", ConfigType::Int, "1000000",
        "events (operations + rounds) each communicator's trace keeps, about 100 bytes each; "
        "more are counted and dropped (the file's otherData.dropped_events)"},
+      // Metrics export (src/core/diagnostics/metrics*.h, docs/metrics.md)
+      {"CCL_METRICS_FILE", ConfigType::String, "",
+       "write the operation counters and time histograms of every communicator of this process "
+       "as Prometheus text (for node_exporter's textfile collector) to this file, one per process, "
+       "every CCL_METRICS_INTERVAL seconds and when a communicator is finalized or destroyed or "
+       "the process exits; %h host, %p pid, %r rank; without %r, .<rank> goes before the "
+       "extension (ccl.prom -> ccl.0.prom); replaced atomically (default: off)"},
+      {"CCL_METRICS_INTERVAL", ConfigType::Int, "10",
+       "seconds between rewrites of CCL_METRICS_FILE, 1 to 86400"},
   };
   return vars;
 }

@@ -24,6 +24,7 @@
 #include "options.h"
 #include "pair_rounds.h"
 #include "progress.h"
+#include "prometheus.h"
 #include "report.h"
 #include "suspects.h"
 
@@ -299,6 +300,13 @@ int main(int argc, char** argv) {
       if (!o.json.empty()) ok = write_file(o.json, report.dump(2) + "\n") && ok;
       if (!o.junit.empty()) ok = write_file(o.junit, to_junit(checks, seconds)) && ok;
       if (!o.csv.empty()) ok = write_file(o.csv, to_csv(sweep)) && ok;
+      if (!o.prometheus.empty()) {
+        const double now =
+            std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+                .count();
+        const PrometheusReport prometheus{hosts, sweep, pairs, ring, checks, seconds, now};
+        ok = write_replacing(o.prometheus, to_prometheus(prometheus)) && ok;
+      }
       if (!ok) {
         std::fprintf(stderr, "ccl-check: could not write a report file\n");
         return 1;

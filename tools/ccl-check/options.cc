@@ -115,7 +115,8 @@ std::string usage() {
          "                 [--latency-factor X] [--bandwidth-fraction F] [--confirm-rounds N]\n"
          "                 [--min-busbw COLL:SIZE=GBPS]... [--max-latency COLL:SIZE=Nus]...\n"
          "                 [--thresholds FILE] [--baseline FILE] [--tolerance PCT]\n"
-         "                 [--json FILE] [--junit FILE] [--csv FILE] [--quiet]\n"
+         "                 [--json FILE] [--junit FILE] [--csv FILE] [--prometheus FILE]\n"
+         "                 [--quiet]\n"
          "started on every rank by cclrun, mpirun, srun or torchrun; exit 0 PASS, 1 FAIL, 2 "
          "usage\n";
 }
@@ -177,6 +178,8 @@ Options parse_options(int argc, char** argv) {
       o.junit = value();
     else if (flag == "--csv")
       o.csv = value();
+    else if (flag == "--prometheus")
+      o.prometheus = value();
     else if (flag == "--quiet")
       o.quiet = true;
     else

@@ -38,6 +38,7 @@ struct Options {
   std::string baseline;  // an earlier run's --json
   double baseline_tolerance = 0.10;
   std::string json, junit, csv;
+  std::string prometheus;  // Prometheus text for node_exporter's textfile collector
   bool quiet = false;
 };
 

@@ -33,6 +33,7 @@ Communicator::Settings Communicator::read_settings() {
                 static_cast<long long>(max_events));
   }
   settings.trace.max_events = static_cast<size_t>(max_events);
+  settings.metrics = metrics::read_metrics_settings();
   settings.cuda_ipc = config_bool("CCL_CUDA_IPC");
   const int64_t scratch = config_int("CCL_CUDA_SCRATCH");
   if (scratch < 65536 || scratch > (int64_t{1} << 40)) {
@@ -64,7 +65,7 @@ Communicator::Communicator(const CommOptions& options, const Settings& settings)
       peers_(options_, &status_.abort_flag()),
       planner_(options_, peers_.layout(), settings.chunk_bytes),
       runner_(options_, settings.check_mode, settings.trace_ops, settings.trace, status_, async_,
-              peers_, planner_),
+              peers_, planner_, settings.metrics),
       recovery_(options_.rank, options_.nranks),
       cuda_ipc_(settings.cuda_ipc),
       cuda_scratch_(settings.cuda_scratch),

@@ -172,13 +172,14 @@ class Communicator final : public CallTarget {
  private:
   // The CCL_* settings of the parts, read at construction in this order (a malformed one throws).
   struct Settings {
-    bool check_mode;             // CCL_CHECK_MODE
-    size_t trace_ops;            // CCL_TRACE_BUFFER_SIZE
-    size_t chunk_bytes;          // CCL_CHUNKSIZE, or CCL_BUFFSIZE / 4
-    trace::TraceSettings trace;  // CCL_TRACE_FILE, CCL_TRACE_MAX_EVENTS
-    bool cuda_ipc;               // CCL_CUDA_IPC
-    uint64_t cuda_scratch;       // CCL_CUDA_SCRATCH
-    size_t staging_chunk;        // CCL_CUDA_STAGING_CHUNK
+    bool check_mode;                   // CCL_CHECK_MODE
+    size_t trace_ops;                  // CCL_TRACE_BUFFER_SIZE
+    size_t chunk_bytes;                // CCL_CHUNKSIZE, or CCL_BUFFSIZE / 4
+    trace::TraceSettings trace;        // CCL_TRACE_FILE, CCL_TRACE_MAX_EVENTS
+    metrics::MetricsSettings metrics;  // CCL_METRICS_FILE, CCL_METRICS_INTERVAL
+    bool cuda_ipc;                     // CCL_CUDA_IPC
+    uint64_t cuda_scratch;             // CCL_CUDA_SCRATCH
+    size_t staging_chunk;              // CCL_CUDA_STAGING_CHUNK
   };
   static Settings read_settings();
   explicit Communicator(const CommOptions& options);

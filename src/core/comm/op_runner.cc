@@ -1,6 +1,9 @@
 #include "core/comm/op_runner.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <set>
@@ -20,9 +23,18 @@ algo::ExecOp copy_op(cclDataType_t type) {
 
 namespace {
 
-// The trace's record of an operation; its bytes are the size nccl-tests reports for the call:
-// the count's bytes, times nranks for allgather (the output), reducescatter (the input) and
-// alltoall; alltoallv and send/recv groups have none here (a group's comes from trace_group).
+// The size nccl-tests reports for the call: the count's bytes, times nranks for allgather (the
+// output), reducescatter (the input) and alltoall; alltoallv and send/recv groups have none here
+// (a group's comes from trace_group). The trace and the metrics both count these.
+uint64_t op_bytes(const OpInfo& info, int nranks) {
+  const uint64_t elem =
+      info.datatype >= 0 ? reduce::datatype_size(static_cast<cclDataType_t>(info.datatype)) : 0;
+  const bool per_rank = info.kind == OpKind::AllGather || info.kind == OpKind::ReduceScatter ||
+                        info.kind == OpKind::AlltoAll;
+  return info.count * elem * (per_rank ? static_cast<uint64_t>(nranks) : 1);
+}
+
+// The trace's record of an operation, with op_bytes.
 trace::OpEvent trace_event(const OpInfo& info, const char* name, uint64_t seq, int nranks) {
   trace::OpEvent e;
   e.seq = seq;
@@ -32,19 +44,24 @@ trace::OpEvent trace_event(const OpInfo& info, const char* name, uint64_t seq, i
   e.op = info.op;
   e.root = info.root;
   e.peer = info.peer;
-  const uint64_t elem =
-      info.datatype >= 0 ? reduce::datatype_size(static_cast<cclDataType_t>(info.datatype)) : 0;
-  const bool per_rank = info.kind == OpKind::AllGather || info.kind == OpKind::ReduceScatter ||
-                        info.kind == OpKind::AlltoAll;
-  e.bytes = info.count * elem * (per_rank ? static_cast<uint64_t>(nranks) : 1);
+  e.bytes = op_bytes(info, nranks);
   return e;
+}
+
+// CCL_METRICS_FILE as trace_path.h's rules 1 and 2 name it for this rank.
+std::unique_ptr<metrics::MetricsExport> make_metrics(const metrics::MetricsSettings& settings,
+                                                     int rank, int nranks) {
+  if (settings.file.empty()) return nullptr;
+  const std::string path = trace::expand_trace_pattern(settings.file, trace::short_host_name(),
+                                                       static_cast<long>(getpid()), rank);
+  return std::make_unique<metrics::MetricsExport>(settings, path, rank, nranks);
 }
 
 }  // namespace
 
 OpRunner::OpRunner(const CommOptions& options, bool check_mode, size_t trace_ops,
                    const trace::TraceSettings& trace, CommStatus& status, const AsyncState& async,
-                   Peers& peers, Planner& planner)
+                   Peers& peers, Planner& planner, const metrics::MetricsSettings& metrics)
     : options_(options),
       status_(status),
       async_(async),
@@ -55,7 +72,8 @@ OpRunner::OpRunner(const CommOptions& options, bool check_mode, size_t trace_ops
           std::make_unique<FlightRecorder>(trace_ops, options.name, options.rank, options.nranks)),
       trace_(trace.file.empty() ? nullptr
                                 : std::make_unique<trace::TraceRecorder>(
-                                      trace, options.name, options.rank, options.nranks)) {
+                                      trace, options.name, options.rank, options.nranks)),
+      metrics_(make_metrics(metrics, options.rank, options.nranks)) {
   pending_observer_.runner = this;
 }
 
@@ -82,6 +100,10 @@ OpRunner::OpScope OpRunner::begin_op(const OpInfo& info) {
                                       info.root, info.peer, nullptr, nullptr, 0});
   record_ended_ = false;
   if (trace_) trace_->op_begin(trace_event(info, name, sequence_, options_.nranks), op_start_);
+  if (metrics_) {
+    metric_kind_ = info.kind;
+    metric_bytes_ = op_bytes(info, options_.nranks);
+  }
   if (check_mode_ && info.kind != OpKind::SendRecv) check_agreement(info);
   return OpScope(this);
 }
@@ -97,6 +119,20 @@ void OpRunner::finish_record(FlightRecorder::State state, int result_code) {
   record_ended_ = true;
   recorder_->end(record_, state, result_code);
   if (trace_) trace_->op_end(result_code);
+  if (metrics_) count_operation(state, result_code);
+}
+
+void OpRunner::count_operation(FlightRecorder::State state, int result_code) {
+  using State = FlightRecorder::State;
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - op_start_);
+  // A peer's failure reaches this rank as cclRemoteError; after its own abort (or a revoke,
+  // which aborts) the state says Aborted instead.
+  const metrics::Outcome outcome = state == State::Completed  ? metrics::Outcome::Completed
+                                   : state == State::TimedOut ? metrics::Outcome::TimedOut
+                                   : state == State::Failed && result_code == cclRemoteError
+                                       ? metrics::Outcome::PeerFailed
+                                       : metrics::Outcome::Failed;
+  metrics_->record(metric_kind_, metric_bytes_, static_cast<uint64_t>(ns.count()), outcome);
 }
 
 void OpRunner::end_record(const Error& error) {
@@ -115,7 +151,8 @@ void OpRunner::trace_group(std::span<const algo::PointToPoint> operations) {
     bytes += p.bytes;
     (p.send ? sends : recvs) = true;
   }
-  if (!sends && !recvs) return;
+  metric_bytes_ = bytes;
+  if (!trace_ || (!sends && !recvs)) return;
   trace_->set_group(sends && recvs ? "send/recv" : sends ? "send" : "recv", bytes);
 }
 

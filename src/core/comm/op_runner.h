@@ -6,7 +6,9 @@
 // executor, with the scratch it asks for) and handles failures (DESIGN.md principle 5, issue 6):
 // an error is named after the operation, a timeout is traced along the ranks' wait-for edges to
 // the rank that holds everyone up, and the first failure is recorded in the status and told to
-// every peer (transport.h, failure propagation).
+// every peer (transport.h, failure propagation). With CCL_METRICS_FILE it counts every operation
+// by collective and size (diagnostics/metrics_export.h); off, it holds no metrics object and pays
+// a null test per operation.
 #pragma once
 
 #include <cstddef>
@@ -25,14 +27,16 @@
 #include "base/deadline.h"
 #include "base/error.h"
 #include "ccl/ccl.h"
+#include "core/call/reduction_ops.h"
 #include "core/comm/async_state.h"
 #include "core/comm/options.h"
 #include "core/comm/peers.h"
 #include "core/comm/planner.h"
 #include "core/comm/status.h"
 #include "core/diagnostics/flight_recorder.h"
+#include "core/diagnostics/metrics_export.h"
 #include "core/diagnostics/op_check.h"
-#include "core/call/reduction_ops.h"
+#include "core/trace/trace_path.h"
 #include "core/trace/trace_recorder.h"
 #include "core/tuning/tuner.h"
 
@@ -44,10 +48,11 @@ algo::ExecOp copy_op(cclDataType_t type);
 class OpRunner {
  public:
   // `check_mode`: CCL_CHECK_MODE; `trace_ops`: CCL_TRACE_BUFFER_SIZE (checked by the caller);
-  // `trace`: CCL_TRACE_FILE (empty: no trace) and CCL_TRACE_MAX_EVENTS.
+  // `trace`: CCL_TRACE_FILE (empty: no trace) and CCL_TRACE_MAX_EVENTS; `metrics`:
+  // CCL_METRICS_FILE (empty: no metrics) and CCL_METRICS_INTERVAL.
   OpRunner(const CommOptions& options, bool check_mode, size_t trace_ops,
            const trace::TraceSettings& trace, CommStatus& status, const AsyncState& async,
-           Peers& peers, Planner& planner);
+           Peers& peers, Planner& planner, const metrics::MetricsSettings& metrics = {});
   OpRunner(const OpRunner&) = delete;
   OpRunner& operator=(const OpRunner&) = delete;
 
@@ -81,24 +86,26 @@ class OpRunner {
   // Starts the deadline of work that runs as one operation without a record (the tuner's probes).
   void start_unrecorded() { op_start_ = Clock::now(); }
 
-  // The trace (each a null test when there is none). The peers have connected: the trace's file
-  // is named now (trace/trace_path.h).
+  // The trace and the metrics (each a null test when there is none). The peers have connected:
+  // the trace's file is named now (trace/trace_path.h), the metrics' series get their comm label.
   void connected() {
     if (trace_) trace_->connected(peers_.comm_tag());
+    if (metrics_) metrics_->connected(trace::communicator_tag(options_.name, peers_.comm_tag()));
   }
-  // Writes the trace's file (finalize; the destructor does otherwise).
+  // Writes the trace's file and the metrics file (finalize; the destructors do otherwise).
   void write_trace() {
     if (trace_) trace_->write();
+    if (metrics_) metrics_->write_now();
   }
   // The current operation runs `algorithm` (and `protocol`, may be null): static strings. A
   // choice run by run_choice() is noted there.
   void note_algorithm(const char* algorithm, const char* protocol) {
     if (trace_) trace_->set_algorithm(algorithm, protocol);
   }
-  // The current operation is this send/recv group: named "send", "recv" or "send/recv", with
-  // the sum of its bytes.
+  // The current operation is this send/recv group: named "send", "recv" or "send/recv" in the
+  // trace, with the sum of its bytes (the trace's and the metrics').
   void note_group(std::span<const algo::PointToPoint> operations) {
-    if (trace_) trace_group(operations);
+    if (trace_ || metrics_) trace_group(operations);
   }
 
   // Runs `body(deadline, label)` as operation `what`, recording its failure.
@@ -130,8 +137,10 @@ class OpRunner {
   void check_agreement(const OpInfo& info);
   // Records the current operation's failure by `error` and dumps the flight recorder.
   void end_record(const Error& error);
-  // Closes the current operation's record, in the flight recorder and the trace.
+  // Closes the current operation's record, in the flight recorder, the trace and the metrics.
   void finish_record(FlightRecorder::State state, int result_code);
+  // Counts the current operation, ended in `state` with `result_code`, in metrics_.
+  void count_operation(FlightRecorder::State state, int result_code);
   void trace_group(std::span<const algo::PointToPoint> operations);
   // The Timeout to report for `error` (a timeout of the operation `label`, own or a peer's):
   // names the rank that holds everyone up, found along the ranks' wait-for edges.
@@ -158,6 +167,11 @@ class OpRunner {
   uint64_t record_ = 0;
   bool record_ended_ = true;
   std::unique_ptr<trace::TraceRecorder> trace_;  // CCL_TRACE_FILE; nullptr: off
+  // CCL_METRICS_FILE; nullptr: off. What it counts of the current operation, set by begin_op
+  // (and note_group) only when it is on.
+  std::unique_ptr<metrics::MetricsExport> metrics_;
+  OpKind metric_kind_ = OpKind::Barrier;
+  uint64_t metric_bytes_ = 0;
   // Whom the current operation waits for, when the executor goes to sleep: for the recorder and
   // for resolve_timeout().
   struct PendingObserver final : algo::WaitObserver {
