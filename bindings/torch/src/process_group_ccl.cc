@@ -1,5 +1,6 @@
 #include "process_group_ccl.h"
 
+#include <ATen/record_function.h>
 #include <c10/util/Exception.h>
 #include <pybind11/pybind11.h>
 
@@ -130,8 +131,10 @@ ProcessGroupCcl::~ProcessGroupCcl() {
 }
 
 c10::intrusive_ptr<WorkCcl> ProcessGroupCcl::new_work(OpType type, const char* name,
-                                                      std::vector<at::Tensor> outputs) {
-  return c10::make_intrusive<WorkCcl>(lane_, rank_, type, name, std::move(outputs));
+                                                      std::vector<at::Tensor> outputs,
+                                                      const std::vector<at::Tensor>& inputs,
+                                                      const char* span) {
+  return c10::make_intrusive<WorkCcl>(lane_, rank_, type, name, std::move(outputs), inputs, span);
 }
 
 at::Tensor ProcessGroupCcl::staging(const c10::intrusive_ptr<WorkCcl>& work, int64_t numel,
@@ -170,7 +173,7 @@ WorkPtr ProcessGroupCcl::broadcast(std::vector<at::Tensor>& tensors,
   TORCH_CHECK(opts.rootTensor == 0, "ccl ", name,
               ": rootTensor must be 0 (one tensor per process)");
   Staged s = stage_inout(t);
-  auto work = new_work(OpType::BROADCAST, name, tensors);
+  auto work = new_work(OpType::BROADCAST, name, tensors, tensors);
   work->copy_back_after(std::move(s.copy_back));
   at::Tensor buf = s.buffer;
   const int root = static_cast<int>(opts.rootRank);
@@ -188,7 +191,7 @@ WorkPtr ProcessGroupCcl::allreduce(std::vector<at::Tensor>& tensors,
   const cclDataType_t type = datatype_of(name, t);
   const Reduction reduction = reduction_of(name, opts.reduceOp, t);
   Staged s = stage_inout(t);
-  auto work = new_work(OpType::ALLREDUCE, name, tensors);
+  auto work = new_work(OpType::ALLREDUCE, name, tensors, tensors);
   work->copy_back_after(std::move(s.copy_back));
   at::Tensor buf = s.buffer;
   submit_reduction(
@@ -216,6 +219,8 @@ WorkPtr ProcessGroupCcl::sparse_allreduce(std::vector<at::Tensor>& tensors,
   const int64_t sparse_dim = input.sparse_dim();
   int64_t row = 1;  // elements of one value: the dense dimensions' product
   for (int64_t d = 1; d < values.dim(); ++d) row *= values.size(d);
+  // Made first, so that its profiler span covers the exchange below (dropped if that raises).
+  auto work = new_work(OpType::ALLREDUCE, name, tensors, tensors, "ccl:sparse_all_reduce");
   at::Tensor result;
   lane_->run_exclusive([&](cclComm_t comm) {
     const auto check = [&](cclResult_t r) {
@@ -246,7 +251,6 @@ WorkPtr ProcessGroupCcl::sparse_allreduce(std::vector<at::Tensor>& tensors,
     result = at::sparse_coo_tensor(all_indices.t(), all_values, input.sizes()).coalesce();
   });
   tensor.copy_(result);
-  auto work = new_work(OpType::ALLREDUCE, name, tensors);
   lane_->submit(work, [](cclComm_t, cclStream_t) { return cclSuccess; });  // done already
   return work;
 }
@@ -258,7 +262,7 @@ WorkPtr ProcessGroupCcl::allreduce_coalesced(std::vector<at::Tensor>& tensors,
   check_dtypes(name, tensors, tensors[0]);
   const cclDataType_t type = datatype_of(name, tensors[0]);
   const Reduction reduction = reduction_of(name, opts.reduceOp, tensors[0]);
-  auto work = new_work(OpType::ALLREDUCE_COALESCED, name, tensors);
+  auto work = new_work(OpType::ALLREDUCE_COALESCED, name, tensors, tensors);
   at::Tensor buf = pack_into(staging(work, element_count(tensors), tensors[0]), tensors);
   std::vector<std::pair<at::Tensor, at::Tensor>> back;
   unpack_into(back, tensors, buf, 0);
@@ -280,7 +284,7 @@ WorkPtr ProcessGroupCcl::reduce(std::vector<at::Tensor>& tensors, const c10d::Re
               ": rootTensor must be 0 (one tensor per process)");
   const int root = static_cast<int>(opts.rootRank);
   Staged s = stage_inout(t);
-  auto work = new_work(OpType::REDUCE, name, tensors);
+  auto work = new_work(OpType::REDUCE, name, tensors, tensors);
   if (rank_ == root) work->copy_back_after(std::move(s.copy_back));
   at::Tensor buf = s.buffer;
   const bool is_root = rank_ == root;
@@ -304,7 +308,7 @@ WorkPtr ProcessGroupCcl::allgather(std::vector<std::vector<at::Tensor>>& outputs
               " output tensors for ", size_, " ranks");
   check_same_shape(name, outputs[0], in);
   at::Tensor send = in.contiguous();
-  auto work = new_work(OpType::ALLGATHER, name, outputs[0]);
+  auto work = new_work(OpType::ALLGATHER, name, outputs[0], inputs);
   at::Tensor flat = staging(work, size_ * in.numel(), in);
   std::vector<std::pair<at::Tensor, at::Tensor>> back;
   unpack_into(back, outputs[0], flat, 0);
@@ -327,7 +331,7 @@ WorkPtr ProcessGroupCcl::_allgather_base(at::Tensor& output, at::Tensor& input,
               ")");
   at::Tensor send = input.contiguous();
   Staged s = stage_inout(output);
-  auto work = new_work(OpType::_ALLGATHER_BASE, name, {output});
+  auto work = new_work(OpType::_ALLGATHER_BASE, name, {output}, {input});
   work->copy_back_after(std::move(s.copy_back));
   at::Tensor buf = s.buffer;
   lane_->submit(work, [send, buf, type](cclComm_t comm, cclStream_t stream) {
@@ -354,7 +358,7 @@ WorkPtr ProcessGroupCcl::allgather_coalesced(std::vector<std::vector<at::Tensor>
       all_outputs.push_back(output_lists[r][i]);
     }
   }
-  auto work = new_work(OpType::ALLGATHER_COALESCED, name, all_outputs);
+  auto work = new_work(OpType::ALLGATHER_COALESCED, name, all_outputs, inputs);
   at::Tensor send = pack_into(staging(work, element_count(inputs), inputs[0]), inputs);
   at::Tensor flat = staging(work, size_ * send.numel(), inputs[0]);
   std::vector<std::pair<at::Tensor, at::Tensor>> back;
@@ -377,7 +381,7 @@ WorkPtr ProcessGroupCcl::gather(std::vector<std::vector<at::Tensor>>& outputs,
   if (rank_ != root) {
     TORCH_CHECK(outputs.empty() || (outputs.size() == 1 && outputs[0].empty()), "ccl ", name,
                 ": only the root (rank ", root, ") takes output tensors");
-    auto work = new_work(OpType::GATHER, name, {});
+    auto work = new_work(OpType::GATHER, name, {}, inputs);
     lane_->submit(work, [send, type, root](cclComm_t comm, cclStream_t stream) {
       return cclSend(send.data_ptr(), send.numel(), type, root, comm, stream);
     });
@@ -388,7 +392,7 @@ WorkPtr ProcessGroupCcl::gather(std::vector<std::vector<at::Tensor>>& outputs,
   TORCH_CHECK(static_cast<int>(outputs[0].size()) == size_, "ccl ", name, ": ", outputs[0].size(),
               " output tensors for ", size_, " ranks");
   check_same_shape(name, outputs[0], in);
-  auto work = new_work(OpType::GATHER, name, outputs[0]);
+  auto work = new_work(OpType::GATHER, name, outputs[0], inputs);
   at::Tensor flat = staging(work, size_ * in.numel(), in);
   flat.narrow(0, root * in.numel(), in.numel()).copy_(send.reshape({-1}));
   std::vector<std::pair<at::Tensor, at::Tensor>> back;
@@ -407,7 +411,9 @@ WorkPtr ProcessGroupCcl::scatter(std::vector<at::Tensor>& outputs,
   check_rank(name, "root", opts.rootRank);
   const int root = static_cast<int>(opts.rootRank);
   Staged s = stage_inout(out);
-  auto work = new_work(OpType::SCATTER, name, outputs);
+  // The root's span carries what it scatters; the others', what they receive.
+  auto work = new_work(OpType::SCATTER, name, outputs,
+                       rank_ == root && inputs.size() == 1 ? inputs[0] : outputs);
   work->copy_back_after(std::move(s.copy_back));
   at::Tensor buf = s.buffer;
   if (rank_ != root) {
@@ -441,7 +447,7 @@ WorkPtr ProcessGroupCcl::reduce_scatter(std::vector<at::Tensor>& outputs,
   TORCH_CHECK(static_cast<int>(inputs[0].size()) == size_, "ccl ", name, ": ", inputs[0].size(),
               " input tensors for ", size_, " ranks");
   check_same_shape(name, inputs[0], out);
-  auto work = new_work(OpType::REDUCE_SCATTER, name, {out});
+  auto work = new_work(OpType::REDUCE_SCATTER, name, {out}, inputs[0]);
   at::Tensor send = pack_into(staging(work, element_count(inputs[0]), out), inputs[0]);
   return reduce_scatter_from(work, send, out, reduction, type);
 }
@@ -471,7 +477,7 @@ WorkPtr ProcessGroupCcl::_reduce_scatter_base(at::Tensor& output, at::Tensor& in
               input.numel(), " elements, not world size x output (", size_, " x ", output.numel(),
               ")");
   const Reduction reduction = reduction_of(name, opts.reduceOp, input);
-  return reduce_scatter_from(new_work(OpType::_REDUCE_SCATTER_BASE, name, {output}),
+  return reduce_scatter_from(new_work(OpType::_REDUCE_SCATTER_BASE, name, {output}, {input}),
                              input.contiguous(), output, reduction, type);
 }
 
@@ -486,7 +492,7 @@ WorkPtr ProcessGroupCcl::alltoall_base(at::Tensor& output, at::Tensor& input,
               describe(output), " and input ", describe(input), " differ in dtype");
   at::Tensor send = input.contiguous();
   Staged s = stage_inout(output);
-  auto work = new_work(OpType::ALLTOALL_BASE, name, {output});
+  auto work = new_work(OpType::ALLTOALL_BASE, name, {output}, {input});
   work->copy_back_after(std::move(s.copy_back));
   at::Tensor buf = s.buffer;
   if (output_splits.empty() && input_splits.empty()) {
@@ -519,7 +525,7 @@ WorkPtr ProcessGroupCcl::alltoall(std::vector<at::Tensor>& outputs, std::vector<
   check_dtypes(name, inputs, inputs[0]);
   check_dtypes(name, outputs, inputs[0]);
   const cclDataType_t type = datatype_of(name, inputs[0]);
-  auto work = new_work(OpType::ALLTOALL, name, outputs);
+  auto work = new_work(OpType::ALLTOALL, name, outputs, inputs);
   at::Tensor send = pack_into(staging(work, element_count(inputs), inputs[0]), inputs);
   at::Tensor flat = staging(work, element_count(outputs), inputs[0]);
   std::vector<size_t> send_counts(size_), send_displs(size_), recv_counts(size_),
@@ -550,7 +556,7 @@ WorkPtr ProcessGroupCcl::send(std::vector<at::Tensor>& tensors, int dst, int /*t
   const cclDataType_t type = datatype_of(name, t);
   check_rank(name, "destination", dst);
   at::Tensor buf = t.contiguous();
-  auto work = new_work(OpType::SEND, name, tensors);
+  auto work = new_work(OpType::SEND, name, tensors, tensors);
   lane_->submit_p2p(work, [buf, type, dst](cclComm_t comm, cclStream_t stream) {
     return cclSend(buf.data_ptr(), buf.numel(), type, dst, comm, stream);
   });
@@ -563,7 +569,7 @@ WorkPtr ProcessGroupCcl::recv(std::vector<at::Tensor>& tensors, int src, int /*t
   const cclDataType_t type = datatype_of(name, t);
   check_rank(name, "source", src);
   Staged s = stage_inout(t);
-  auto work = new_work(OpType::RECV, name, tensors);
+  auto work = new_work(OpType::RECV, name, tensors, tensors);
   work->copy_back_after(std::move(s.copy_back));
   at::Tensor buf = s.buffer;
   lane_->submit_p2p(work, [buf, type, src](cclComm_t comm, cclStream_t stream) {
@@ -581,7 +587,7 @@ WorkPtr ProcessGroupCcl::recvAnysource(std::vector<at::Tensor>& tensors, int /*t
   const at::Tensor& t = single_tensor(name, tensors);
   const cclDataType_t type = datatype_of(name, t);
   Staged s = stage_inout(t);
-  auto work = new_work(OpType::RECVANYSOURCE, "recv from any source", tensors);
+  auto work = new_work(OpType::RECVANYSOURCE, "recv from any source", tensors, tensors);
   work->copy_back_after(std::move(s.copy_back));
   at::Tensor buf = s.buffer;
   WorkCcl* w = work.get();  // the launch is the work's own, dropped when it completes
@@ -597,7 +603,7 @@ WorkPtr ProcessGroupCcl::recvAnysource(std::vector<at::Tensor>& tensors, int /*t
 }
 
 WorkPtr ProcessGroupCcl::barrier(const c10d::BarrierOptions& opts) {
-  auto work = new_work(OpType::BARRIER, "barrier", {});
+  auto work = new_work(OpType::BARRIER, "barrier", {}, {});
   // A call's own timeout bounds its wait (the barrier stays queued: a late rank still meets it).
   if (opts.timeout != c10d::kUnsetTimeout && opts.timeout.count() > 0) {
     work->set_wait_timeout(opts.timeout);
@@ -607,6 +613,8 @@ WorkPtr ProcessGroupCcl::barrier(const c10d::BarrierOptions& opts) {
 }
 
 void ProcessGroupCcl::monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) {
+  // Blocking, so a scoped span (no work to carry one); nothing while no profiler listens.
+  RECORD_USER_SCOPE("ccl:monitored_barrier");
   using Clock = std::chrono::steady_clock;
   const std::chrono::milliseconds timeout =
       opts.timeout == c10d::kUnsetTimeout ? timeout_ : opts.timeout;

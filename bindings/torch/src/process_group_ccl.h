@@ -129,8 +129,12 @@ class ProcessGroupCcl : public c10d::ProcessGroup {
   void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) override;
 
  private:
+  // A work whose future holds `outputs`; `inputs` go with its profiler span (WorkCcl), named
+  // `span` or after `type`.
   c10::intrusive_ptr<WorkCcl> new_work(c10d::OpType type, const char* name,
-                                       std::vector<at::Tensor> outputs);
+                                       std::vector<at::Tensor> outputs,
+                                       const std::vector<at::Tensor>& inputs,
+                                       const char* span = nullptr);
   // Queues a reduction: creates (and, once done, destroys) the PreMulSum op it may need.
   using ReduceLaunch = std::function<cclResult_t(cclComm_t, cclStream_t, cclRedOp_t)>;
   void submit_reduction(const c10::intrusive_ptr<WorkCcl>& work, const Reduction& reduction,

@@ -1,6 +1,7 @@
 #include "work_ccl.h"
 
 #include <ATen/core/jit_type.h>
+#include <ATen/record_function.h>
 #include <c10/util/Exception.h>
 
 #include <stdexcept>
@@ -10,9 +11,72 @@
 
 namespace ccl_torch {
 
+namespace {
+
+// Whether a RecordFunction callback of the user scope listens on this thread now (torch.profiler,
+// the autograd profiler, or any observer): the check every RECORD_FUNCTION makes, a thread-local
+// look-up, so a work costs nothing more while nobody profiles.
+bool profiler_listens() {
+  return at::getStepCallbacksUnlessEmpty(at::RecordScope::USER_SCOPE).has_value();
+}
+
+}  // namespace
+
+const char* WorkCcl::span_title(c10d::OpType type) {
+  using c10d::OpType;
+  switch (type) {
+    case OpType::BROADCAST:
+      return "ccl:broadcast";
+    case OpType::ALLREDUCE:
+      return "ccl:all_reduce";
+    case OpType::ALLREDUCE_COALESCED:
+      return "ccl:all_reduce_coalesced";
+    case OpType::REDUCE:
+      return "ccl:reduce";
+    case OpType::ALLGATHER:
+      return "ccl:all_gather";
+    case OpType::_ALLGATHER_BASE:
+      return "ccl:_all_gather_base";
+    case OpType::ALLGATHER_COALESCED:
+      return "ccl:all_gather_coalesced";
+    case OpType::GATHER:
+      return "ccl:gather";
+    case OpType::SCATTER:
+      return "ccl:scatter";
+    case OpType::REDUCE_SCATTER:
+      return "ccl:reduce_scatter";
+    case OpType::_REDUCE_SCATTER_BASE:
+      return "ccl:_reduce_scatter_base";
+    case OpType::ALLTOALL_BASE:
+    case OpType::ALLTOALL:
+      return "ccl:all_to_all";
+    case OpType::SEND:
+      return "ccl:send";
+    case OpType::RECV:
+      return "ccl:recv";
+    case OpType::RECVANYSOURCE:
+      return "ccl:recvAnySource";
+    case OpType::BARRIER:
+      return "ccl:barrier";
+    case OpType::UNKNOWN:
+      break;
+  }
+  return "ccl:unknown";
+}
+
 WorkCcl::WorkCcl(std::shared_ptr<OpLane> lane, int rank, c10d::OpType type, const char* name,
-                 std::vector<at::Tensor> outputs)
-    : c10d::Work(rank, type),
+                 std::vector<at::Tensor> outputs, const std::vector<at::Tensor>& inputs,
+                 const char* span)
+    : WorkCcl(std::move(lane), rank, type, name, std::move(outputs), inputs,
+              profiler_listens() ? (span != nullptr ? span : span_title(type)) : nullptr, true) {}
+
+// c10d::Work opens the span (asynchronous: it may close on another thread) when given a title,
+// with the inputs as its arguments, and closes it in finish(), which complete() calls once.
+WorkCcl::WorkCcl(std::shared_ptr<OpLane> lane, int rank, c10d::OpType type, const char* name,
+                 std::vector<at::Tensor> outputs, const std::vector<at::Tensor>& inputs,
+                 const char* span, bool)
+    : c10d::Work(rank, type, span,
+                 span != nullptr ? c10::optional<std::vector<at::Tensor>>(inputs) : c10::nullopt),
       lane_(std::move(lane)),
       name_(name),
       outputs_(std::move(outputs)),

@@ -7,6 +7,13 @@
 // completes works in issue order so that futures (DDP's) complete without anyone waiting.
 // Completing copies staged results back into the caller's tensors, releases what the operation
 // held, and marks the future with the output tensors or the error.
+//
+// Under torch.profiler (or any RecordFunction callback of the user scope) each work is a span
+// named "ccl:<operation>" (span_title) with its input tensors, so that record_shapes shows their
+// sizes: it opens when the process group makes the work, on the caller's thread, and closes when
+// the work completes, on whichever thread completes it (c10d::Work's own profiling: its
+// constructor opens the span, finish() closes it). Without a listening callback the work passes
+// no title and torch records nothing: the cost is one look-up of the thread's callbacks.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -34,9 +41,12 @@ using Launch = std::function<cclResult_t(cclComm_t comm, cclStream_t stream)>;
 
 class WorkCcl : public c10d::Work {
  public:
-  // `outputs` is the future's value (torch's convention per operation).
+  // `outputs` is the future's value (torch's convention per operation); `inputs` are the tensors
+  // the operation reads (for one that only receives, the tensors it writes), recorded with the
+  // span; `span` names the span instead of span_title(type).
   WorkCcl(std::shared_ptr<OpLane> lane, int rank, c10d::OpType type, const char* name,
-          std::vector<at::Tensor> outputs);
+          std::vector<at::Tensor> outputs, const std::vector<at::Tensor>& inputs,
+          const char* span = nullptr);
   ~WorkCcl() override;
 
   // Set up by the process group before the work is queued.
@@ -71,7 +81,15 @@ class WorkCcl : public c10d::Work {
   // before the work was queued comes as `message`.
   void complete(cclResult_t status, const std::string& message = "");
 
+  // The profiler's name for an operation of `type`: "ccl:all_reduce", "ccl:broadcast", ...
+  static const char* span_title(c10d::OpType type);
+
  private:
+  // `span`: the span's title when a profiler listens, else nullptr (no span).
+  WorkCcl(std::shared_ptr<OpLane> lane, int rank, c10d::OpType type, const char* name,
+          std::vector<at::Tensor> outputs, const std::vector<at::Tensor>& inputs, const char* span,
+          bool);
+
   std::shared_ptr<OpLane> lane_;
   const char* name_;
   std::vector<at::Tensor> outputs_;
