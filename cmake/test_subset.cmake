@@ -11,7 +11,7 @@
 # GoogleTests get the rule through ccl_subset_gtests (at ctest time: their names are known only
 # once the binary is built), process tests through ccl_subset_process_tests at the end of the
 # CMakeLists.txt that adds them (tests/integration, tests/netns, perf/nccl_tests/tests; a new
-# folder of process tests calls it too). README.md (Tests) says the same for people adding tests.
+# folder of process tests calls it too). docs/testing.md says the same for people adding tests.
 
 include(${CMAKE_CURRENT_LIST_DIR}/test_subset_rule.cmake)
 set(CCL_SUBSET_GTEST_SCRIPT ${CMAKE_CURRENT_LIST_DIR}/test_subset_gtest.cmake)

@@ -2,7 +2,7 @@
  *
  *   cclrun -np 2 ./allreduce_c        ->  "rank 0 of 2: allreduce ok (3 6 9 12)"
  *
- * Build: see CMakeLists.txt (find_package) or README.md (pkg-config). */
+ * Build: see CMakeLists.txt (find_package) or docs/getting-started.md (pkg-config). */
 #include <ccl/ccl.h>
 #include <stdio.h>
 

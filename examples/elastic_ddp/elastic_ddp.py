@@ -10,7 +10,7 @@ them holds, rebuild DDP on the new group and train on. The launcher starts a rep
 killed rank (CCL_REPLACEMENT=1, as `cclrun --restart-failed` does); it announces itself in the
 run's directory, the members take it in at their next step (grow) and send it the model and the
 optimizer's state. Every rank checks that all ranks hold the same parameters after each change
-of the group and at the end. README.md says more.
+of the group and at the end. examples/elastic_ddp/README.md says more.
 """
 import time
 

@@ -17,7 +17,7 @@ into pp stages that pass activations and their gradients per micro-batch with is
 the order of ccl's 1F1B schedule (pipeline_schedule); each dp replica gets its own slice of the
 deterministic global batch and the gradients are averaged over the dp group; then plain SGD.
 `--reference` trains the unsplit model (plain torch.nn modules) from the same initial weights on
-the same global batches, so both print the same losses. README.md says more.
+the same global batches, so both print the same losses. examples/parallel3d/README.md says more.
 """
 import argparse
 import datetime

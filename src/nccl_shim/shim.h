@@ -2,7 +2,7 @@
 // shares: the communicator handle NCCL's callers hold, NCCL's result codes from ccl's, the
 // calling thread's last error, and NCCL's config read into ccl's. The library is built on ccl's
 // public C API alone (include/ccl/ccl.h): what a program built against NCCL's nccl.h asks for is
-// translated here, never reimplemented. README.md ("NCCL programs on ccl") says what it maps and
+// translated here, never reimplemented. docs/nccl-shim.md says what it maps and
 // what it refuses.
 #pragma once
 

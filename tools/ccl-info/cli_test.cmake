@@ -56,6 +56,27 @@ if(NOT out MATCHES "\nCCL_TIMEOUT \\(int\\)  default: 300  current: '77'\n    [a
   fail("--env: CCL_TIMEOUT line is not 'default: 300  current: '77'' followed by its doc")
 endif()
 
+# --env-markdown: every variable as a table row, and nothing of the environment (the page
+# docs/environment.md must not depend on where it was generated).
+execute_process(COMMAND ${CMAKE_COMMAND} -E env CCL_TIMEOUT=77 ${CCL_INFO} --env-markdown
+                RESULT_VARIABLE status OUTPUT_VARIABLE markdown TIMEOUT 20)
+if(NOT status EQUAL 0 OR NOT markdown MATCHES "^# ")
+  fail("--env-markdown: status ${status}, printed '${markdown}'")
+endif()
+foreach(name IN LISTS names)
+  if(NOT markdown MATCHES "\n\\| `${name}` \\| ")
+    fail("--env-markdown does not list ${name} as a table row")
+  endif()
+endforeach()
+if(NOT markdown MATCHES "\n\\| `CCL_TIMEOUT` \\| int \\| `300` \\| [a-z]")
+  fail("--env-markdown: CCL_TIMEOUT's row is not its type, default and doc")
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} -E env --unset=CCL_TIMEOUT ${CCL_INFO} --env-markdown
+                RESULT_VARIABLE status OUTPUT_VARIABLE markdown_unset TIMEOUT 20)
+if(NOT status EQUAL 0 OR NOT markdown STREQUAL markdown_unset)
+  fail("--env-markdown: the page changes with CCL_TIMEOUT's current value")
+endif()
+
 # No option: the version line first, then the build and the variables.
 run_info()
 string(FIND "${out}" "${expected}" version_at)

@@ -17,13 +17,18 @@
 namespace {
 
 const char* usage_text() {
-  return "usage: ccl-info [--version | --env | --build | --help]\n"
+  return "usage: ccl-info [--version | --env | --env-markdown | --build | --help]\n"
          "\n"
          "Prints what ccl this is and the CCL_* environment variables it reads.\n"
          "\n"
          "  (no option)  version, build options and every variable\n"
          "  --version    the library's version (cclGetVersion) and the header's, if they differ\n"
          "  --env        every CCL_* variable: default, current value and what it does\n"
+         "  --env-markdown\n"
+         "               every CCL_* variable, default and what it does, as the Markdown page\n"
+         "               docs/environment.md (no current values: the page does not depend on\n"
+         "               the environment); regenerate it with\n"
+         "               build/tools/ccl-info --env-markdown > docs/environment.md\n"
          "  --build      how this ccl was configured\n"
          "  -h, --help   print this text\n"
          "\n"
@@ -67,7 +72,8 @@ int print_version() {
 void print_build() {
   printf("library: %s\n", library_path().c_str());
   printf("build type: %s, compiler: %s\n", CCL_INFO_BUILD_TYPE, CCL_INFO_COMPILER);
-  // Found by cmake/optional_deps.cmake; README.md says which of them the code uses so far.
+  // Found by cmake/optional_deps.cmake; docs/transports.md, docs/cuda.md and docs/tuning.md say
+  // what the code does with them.
   printf(
       "optional dependencies found when configured: hwloc %s, ibverbs %s, ucx %s, "
       "CUDA toolkit %s\n",
@@ -101,6 +107,63 @@ void print_env() {
   }
 }
 
+// Text of the registry made safe inside a Markdown table cell: a '|' would end the cell, '<' could
+// start an HTML tag (CCL_TRACE_FILE's doc has "<rank>"), and '`', '*', '[', ']' and '\' would
+// be read as markup.
+std::string markdown_cell(const char* text) {
+  std::string out;
+  for (const char* c = text; *c != '\0'; ++c) {
+    switch (*c) {
+      case '|':
+      case '`':
+      case '*':
+      case '[':
+      case ']':
+      case '\\':
+        out += '\\';
+        out += *c;
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '\n':
+        out += ' ';
+        break;
+      default:
+        out += *c;
+    }
+  }
+  return out;
+}
+
+// docs/environment.md: the registry as a Markdown page. Only the table's own text goes in (no
+// current value, no build option), so the page is the same wherever it is generated and the ctest
+// docs.environment can compare it with the checked-in file.
+void print_env_markdown() {
+  printf(
+      "# Environment variables\n"
+      "\n"
+      "Read this when you want to know which `CCL_*` variable changes what, and what it is when\n"
+      "unset.\n"
+      "\n"
+      "This page is generated from ccl's one table of variables (src/base/config_table.cc) by\n"
+      "`build/tools/ccl-info --env-markdown > docs/environment.md`; do not edit it by hand. The\n"
+      "ctest `docs.environment` fails when it differs from what ccl-info prints. `ccl-info --env`\n"
+      "prints the same variables with their current values in this environment. Sizes (type\n"
+      "bytes) take a K, M or G suffix (binary: 1M is 1048576); booleans 1/0, true/false, yes/no\n"
+      "or on/off.\n"
+      "\n"
+      "| variable | type | default | what it does |\n"
+      "|---|---|---|---|\n");
+  for (const ccl::ConfigVar& var : ccl::config_vars()) {
+    std::string default_text = var.default_value[0] != '\0'
+                                   ? "`" + std::string(var.default_value) + "`"
+                                   : std::string("(unset)");
+    printf("| `%s` | %s | %s | %s |\n", var.name, type_name(var.type), default_text.c_str(),
+           markdown_cell(var.doc).c_str());
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -116,6 +179,10 @@ int main(int argc, char** argv) {
   if (option == "--version") return print_version();
   if (option == "--env") {
     print_env();
+    return 0;
+  }
+  if (option == "--env-markdown") {
+    print_env_markdown();
     return 0;
   }
   if (option == "--build") {
