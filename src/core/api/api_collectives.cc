@@ -238,7 +238,7 @@ cclResult_t cclAllGatherV(const void* sendbuff, size_t sendcount, void* recvbuff
         check_extents(counts, offsets, datatype, "recvcounts", "displs", fn);
         check_buffer(sendbuff, "sendbuff", sendcount, fn);
         check_buffer(recvbuff, "recvbuff", total(counts), fn);
-        call.extents = concatenated({&counts, &offsets});
+        call.own_lists().extents = concatenated({&counts, &offsets});
       },
       make_call(OpKind::AllGatherV, fn, sendbuff, recvbuff, 0, datatype));
 }
@@ -260,7 +260,7 @@ cclResult_t cclAlltoAllV(const void* sendbuff, const size_t* sendcounts, const s
         check_extents(rcounts, roffsets, datatype, "recvcounts", "rdispls", fn);
         check_buffer(sendbuff, "sendbuff", total(scounts), fn);
         check_buffer(recvbuff, "recvbuff", total(rcounts), fn);
-        call.extents = concatenated({&scounts, &soffsets, &rcounts, &roffsets});
+        call.own_lists().extents = concatenated({&scounts, &soffsets, &rcounts, &roffsets});
       },
       make_call(OpKind::AlltoAllV, fn, sendbuff, recvbuff, 0, datatype));
 }

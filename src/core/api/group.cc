@@ -23,7 +23,7 @@ struct Part {
   std::vector<Call> take_calls() {
     std::vector<Call> calls;
     calls.reserve(collectives.size() + 1);
-    if (!p2p.p2p.empty()) calls.push_back(std::move(p2p));
+    if (p2p.lists) calls.push_back(std::move(p2p));
     for (Call& c : collectives) calls.push_back(std::move(c));
     collectives.clear();
     return calls;
@@ -157,8 +157,9 @@ void add_collective(const std::shared_ptr<Communicator>& comm, cclStream* stream
 void add_point_to_point(const std::shared_ptr<Communicator>& comm, cclStream* stream,
                         const char* function, algo::PointToPoint op, std::byte* buffer) {
   Part& part = part_for(comm, stream, function);
-  part.p2p.p2p.push_back(op);
-  part.p2p.buffers.push_back(buffer);
+  Call::Lists& lists = part.p2p.own_lists();
+  lists.p2p.push_back(op);
+  lists.buffers.push_back(buffer);
 }
 
 }  // namespace ccl::group

@@ -13,10 +13,11 @@
 //
 // A call owns its v-counts and its group's operation list (it may run after the C call
 // returned); the buffers stay the caller's, alive until the operation completes (NCCL's rule).
-// A call without them allocates nothing: queueing a plain collective stays allocation-free.
+// A call is moved, never copied.
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -35,26 +36,46 @@ struct Call {
   cclDataType_t type = cclUint8;
   cclRedOp_t op = cclSum;
   int root = -1;
-  // allgatherv: counts, displs; alltoallv: sendcounts, sdispls, recvcounts, rdispls; nranks
-  // entries each, one array after the other.
-  std::vector<size_t> extents;
-  // A group's sends and receives (kind SendRecv): p2p[i] moves buffers[i].
-  std::vector<algo::PointToPoint> p2p;
-  std::vector<std::byte*> buffers;
 
+  // What only some calls have, owned. Null for the other calls: making, queueing and running a
+  // plain collective allocates nothing, and its Call is 64 bytes.
+  struct Lists {
+    // allgatherv: counts, displs; alltoallv: sendcounts, sdispls, recvcounts, rdispls; nranks
+    // entries each, one array after the other.
+    std::vector<size_t> extents;
+    // A group's sends and receives (kind SendRecv): p2p[i] moves buffers[i].
+    std::vector<algo::PointToPoint> p2p;
+    std::vector<std::byte*> buffers;
+  };
+  std::unique_ptr<Lists> lists;
+
+  // The lists, made on first use.
+  Lists& own_lists() {
+    if (!lists) lists = std::make_unique<Lists>();
+    return *lists;
+  }
   // The v-counts: allgatherv's counts and displs; alltoallv's sendcounts and sdispls, then
   // recvcounts and rdispls. Empty for the other calls.
   std::span<const size_t> counts() const { return extent(0); }
   std::span<const size_t> displs() const { return extent(1); }
   std::span<const size_t> recvcounts() const { return extent(2); }
   std::span<const size_t> rdispls() const { return extent(3); }
+  // A group's sends and receives, and their buffers.
+  std::span<const algo::PointToPoint> p2p() const {
+    return lists ? std::span<const algo::PointToPoint>(lists->p2p)
+                 : std::span<const algo::PointToPoint>();
+  }
+  std::span<std::byte* const> buffers() const {
+    return lists ? std::span<std::byte* const>(lists->buffers) : std::span<std::byte* const>();
+  }
 
  private:
   std::span<const size_t> extent(size_t index) const {
+    if (!lists) return {};
     const size_t arrays = kind == OpKind::AlltoAllV ? 4 : 2;
-    const size_t n = extents.size() / arrays;
+    const size_t n = lists->extents.size() / arrays;
     if (index >= arrays || n == 0) return {};
-    return {extents.data() + index * n, n};
+    return {lists->extents.data() + index * n, n};
   }
 };
 

@@ -225,11 +225,12 @@ void Communicator::all_to_all_v(const Call& call) {
 
 void Communicator::point_to_point(const Call& call) {
   if (device_collective(call, std::nullopt)) return;
-  const std::span<const algo::PointToPoint> operations = call.p2p;
+  const std::span<const algo::PointToPoint> operations = call.p2p();
+  const std::span<std::byte* const> buffers = call.buffers();
   std::lock_guard lock(runner_.mutex());
-  std::vector<StagedBuffer> staged(call.buffers.size());
-  for (size_t i = 0; i < call.buffers.size(); ++i) {
-    staged[i] = {call.buffers[i], operations[i].bytes, operations[i].send};
+  std::vector<StagedBuffer> staged(buffers.size());
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    staged[i] = {buffers[i], operations[i].bytes, operations[i].send};
   }
   staging_.stage_each("send/recv", staged, [&](std::span<std::byte* const> host) {
     point_to_point_host(operations, host);

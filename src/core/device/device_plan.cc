@@ -59,7 +59,7 @@ DevicePlan plan_device(const Call& call, const DeviceWorld& world, const Reducti
   DeviceBindings& b = plan.bindings;
   b.input = call.sendbuff;
   b.output = call.recvbuff;
-  b.slots = call.buffers;
+  b.slots = call.buffers();
   b.type = call.type;
   const bool sendrecv = call.kind == Kind::SendRecv || call.kind == Kind::Barrier;
   const size_t elem = sendrecv ? 1 : reduce::datatype_size(call.type);
@@ -119,7 +119,7 @@ DevicePlan plan_device(const Call& call, const DeviceWorld& world, const Reducti
       // Sends to this rank itself pair with its receives from itself, in order, of equal sizes
       // (as the host path's schedule requires).
       std::vector<size_t> to_self, from_self;
-      for (const algo::PointToPoint& p : call.p2p) {
+      for (const algo::PointToPoint& p : call.p2p()) {
         if (p.peer == r && p.bytes > 0) (p.send ? to_self : from_self).push_back(p.bytes);
       }
       if (to_self != from_self) {
@@ -128,7 +128,7 @@ DevicePlan plan_device(const Call& call, const DeviceWorld& world, const Reducti
                     "not pair up with equal sizes",
                     call.function);
       }
-      plan.program = dev::point_to_point(shape, call.p2p);
+      plan.program = dev::point_to_point(shape, call.p2p());
       break;
     }
     case Kind::Barrier:

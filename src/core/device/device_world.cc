@@ -176,7 +176,7 @@ bool DeviceWorld::takes(const Call& call) const {
   };
   vote(call.sendbuff);
   if (call.recvbuff != call.sendbuff) vote(call.recvbuff);
-  for (std::byte* b : call.buffers) vote(b);
+  for (std::byte* b : call.buffers()) vote(b);
   if (device > 0 && host > 0) {
     throw_error(cclInvalidArgument,
                 "%s: device and host buffers in one call (a communicator runs a call on the "

@@ -21,14 +21,16 @@ StreamWork StreamWork::of_group(std::shared_ptr<CallTarget> target, std::vector<
   if (calls.empty()) throw_error(cclInternalError, "a group's part queued without calls");
   StreamWork work;
   work.target = std::move(target);
-  work.group = std::move(calls);
+  work.extra = std::make_unique<Extra>();
+  work.extra->group = std::move(calls);
   return work;
 }
 
 StreamWork StreamWork::wait_for(StreamPoint point, const char* function) {
   StreamWork work;
-  work.wait = std::move(point);
-  work.function = function;
+  work.extra = std::make_unique<Extra>();
+  work.extra->wait = std::move(point);
+  work.extra->function = function;
   return work;
 }
 
@@ -40,13 +42,13 @@ cclResult_t StreamWork::operator()() noexcept {
     std::optional<cuda::OrderedByCudaStream> ordered;
     if (order != nullptr) ordered.emplace();
     if (target) {
-      result = group.empty() ? target->run_queued(std::span<const Call>(&call, 1))
-                             : target->run_queued(group);
-    } else if (function != nullptr) {
+      result = extra ? target->run_queued(extra->group)
+                     : target->run_queued(std::span<const Call>(&call, 1));
+    } else if (extra) {
       try {
-        result = wait.reach(false, function);
+        result = extra->wait.reach(false, extra->function);
       } catch (...) {
-        result = current_exception_result(function);
+        result = current_exception_result(extra->function);
       }
     }
   }

@@ -3,9 +3,9 @@
 // a stream made from a CUDA stream, also the item's place in the CUDA stream's order.
 //
 // Kept in the stream's ring of kQueueSlots items (stream_core.h): a plain collective's item
-// holds no heap memory (its Call owns none), so queueing it allocates nothing, as the closure it
-// replaced did not (issue 29). An item is 248 bytes (a Call is 128; the closures were kept in
-// 128), so a stream's ring is 992 KiB, touched when the stream is made.
+// holds no heap memory, so queueing it allocates nothing, and an item is 120 bytes (moved about
+// five times between the call and its run), so a stream's ring is 480 KiB, touched when the
+// stream is made. A group's part or a wait holds its extra part on the heap.
 #pragma once
 
 #include <chrono>
@@ -21,14 +21,18 @@
 namespace ccl {
 
 struct StreamWork {
-  // Calls: `target` runs `call`, or the calls of `group` (a group's part, in order) when it is
-  // not empty. The reference keeps the communicator alive until the item ran.
+  // Calls: `target` runs `call`, or the calls of extra->group (a group's part, in order) when
+  // there is one. The reference keeps the communicator alive until the item ran.
   std::shared_ptr<CallTarget> target;
   Call call;
-  std::vector<Call> group;
-  // A wait (no target): for `wait` to be reached, in the name of `function`.
-  StreamPoint wait;
-  const char* function = nullptr;
+  // What only some items have: a group's part, or a wait (no target) for `wait` to be reached,
+  // in the name of `function` (cclStreamWaitEvent).
+  struct Extra {
+    std::vector<Call> group;
+    StreamPoint wait;
+    const char* function = nullptr;
+  };
+  std::unique_ptr<Extra> extra;
   // On a stream made from a CUDA stream: the item first waits (up to `timeout`) for the CUDA
   // work queued before it, and the CUDA stream waits for its end (cuda/stream_order.h).
   cuda::StreamOrder* order = nullptr;
@@ -41,11 +45,15 @@ struct StreamWork {
   // cclStreamWaitEvent's wait for `point`.
   static StreamWork wait_for(StreamPoint point, const char* function);
 
-  explicit operator bool() const { return target != nullptr || function != nullptr; }
   // Runs the item (never throws: a failure is its result).
   cclResult_t operator()() noexcept;
   // Drops what the item holds (its communicator's reference first of all).
-  void reset() { *this = StreamWork(); }
+  void reset() {
+    target.reset();
+    call.lists.reset();
+    extra.reset();
+    order = nullptr;
+  }
 };
 
 }  // namespace ccl

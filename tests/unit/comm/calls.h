@@ -38,8 +38,9 @@ inline void all_to_all(Communicator& c, const void* in, void* out, size_t count,
 inline void all_gather_v(Communicator& c, const void* in, void* out, std::span<const size_t> counts,
                          std::span<const size_t> displs, cclDataType_t type) {
   Call call = make_call(OpKind::AllGatherV, "cclAllGatherV", in, out, 0, type);
-  call.extents.assign(counts.begin(), counts.end());
-  call.extents.insert(call.extents.end(), displs.begin(), displs.end());
+  std::vector<size_t>& extents = call.own_lists().extents;
+  extents.assign(counts.begin(), counts.end());
+  extents.insert(extents.end(), displs.begin(), displs.end());
   c.run(call);
 }
 inline void all_to_all_v(Communicator& c, const void* in, std::span<const size_t> sendcounts,
@@ -48,7 +49,7 @@ inline void all_to_all_v(Communicator& c, const void* in, std::span<const size_t
                          cclDataType_t type) {
   Call call = make_call(OpKind::AlltoAllV, "cclAlltoAllV", in, out, 0, type);
   for (std::span<const size_t> a : {sendcounts, sdispls, recvcounts, rdispls}) {
-    call.extents.insert(call.extents.end(), a.begin(), a.end());
+    call.own_lists().extents.insert(call.own_lists().extents.end(), a.begin(), a.end());
   }
   c.run(call);
 }
@@ -58,8 +59,8 @@ inline void barrier(Communicator& c) {
 inline void point_to_point(Communicator& c, std::span<const algo::PointToPoint> operations,
                            std::span<std::byte* const> buffers) {
   Call call = make_call(OpKind::SendRecv, "cclSend/cclRecv", nullptr, nullptr, 0, cclUint8);
-  call.p2p.assign(operations.begin(), operations.end());
-  call.buffers.assign(buffers.begin(), buffers.end());
+  call.own_lists().p2p.assign(operations.begin(), operations.end());
+  call.own_lists().buffers.assign(buffers.begin(), buffers.end());
   c.run(call);
 }
 
