@@ -369,7 +369,10 @@ void Communicator::all_to_all_v_host(const void* sendbuff, std::span<const size_
                                      std::span<const size_t> sdispls, void* recvbuff,
                                      std::span<const size_t> recvcounts,
                                      std::span<const size_t> rdispls, cclDataType_t type) {
-  const OpRunner::OpScope scope = runner_.begin_op({OpKind::AlltoAllV, 0, type});
+  // Its count: the elements this rank sends (the ranks' differ; the check mode compares none).
+  size_t sent = 0;
+  for (size_t c : sendcounts) sent += c;
+  const OpRunner::OpScope scope = runner_.begin_op({OpKind::AlltoAllV, sent, type});
   const algo::ExecOp exec = copy_op(type);
   const void* input = sendbuff;
   if (sendbuff == recvbuff) {

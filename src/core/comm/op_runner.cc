@@ -24,8 +24,9 @@ algo::ExecOp copy_op(cclDataType_t type) {
 namespace {
 
 // The size nccl-tests reports for the call: the count's bytes, times nranks for allgather (the
-// output), reducescatter (the input) and alltoall; alltoallv and send/recv groups have none here
-// (a group's comes from trace_group). The trace and the metrics both count these.
+// output), reducescatter (the input) and alltoall; an alltoallv's count is what this rank sends;
+// send/recv groups have none here (a group's comes from trace_group). The trace and the metrics
+// both count these.
 uint64_t op_bytes(const OpInfo& info, int nranks) {
   const uint64_t elem =
       info.datatype >= 0 ? reduce::datatype_size(static_cast<cclDataType_t>(info.datatype)) : 0;
