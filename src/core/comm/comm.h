@@ -202,6 +202,13 @@ class Communicator final : public CallTarget {
   void all_to_all_v(const Call& call);
   void barrier(const Call& call);
   void point_to_point(const Call& call);  // a group's sends and receives, all posted at once
+  // An elementwise call (allreduce, reduce, broadcast: element i of the output depends on element
+  // i of the inputs only) through the staging: cut into chunks of staging_chunk_ where the
+  // communicator stages in chunks (staging_chunks_, decided for every rank alike) and the call is
+  // larger than one, else whole. `run(in, out, count)` runs the host path on `count` elements.
+  template <class Run>
+  void stage_elementwise(const char* name, const Call& call, CallBuffer input, CallBuffer output,
+                         Run&& run);
   // Allreduce (root -1) or reduce to `root`; the caller holds op_mutex_.
   void reduce_to(const void* sendbuff, void* recvbuff, size_t count, cclDataType_t type,
                  cclRedOp_t op, int root);

@@ -3,6 +3,7 @@
 // schedule, cached per shape) and runs it through the op runner, under op_mutex_.
 #include <algorithm>
 #include <cstring>
+#include <numeric>
 #include <string>
 #include <string_view>
 
@@ -32,6 +33,10 @@ size_t extent_bytes(std::span<const size_t> counts, std::span<const size_t> disp
     if (counts[q] != 0) extent = std::max(extent, displs[q] + counts[q]);
   }
   return extent * elem_size;
+}
+
+size_t sum(std::span<const size_t> counts) {
+  return std::accumulate(counts.begin(), counts.end(), size_t{0});
 }
 
 }  // namespace
@@ -101,125 +106,96 @@ bool Communicator::device_collective(const Call& call, std::optional<void*> cuda
   return true;
 }
 
-void Communicator::all_reduce(const Call& call) {
-  if (call.count > 0 && device_collective(call, std::nullopt)) return;
-  const void* const sendbuff = call.sendbuff;
-  void* const recvbuff = call.recvbuff;
-  const size_t count = call.count;
-  const cclDataType_t type = call.type;
-  const cclRedOp_t op = call.op;
-  std::lock_guard lock(runner_.mutex());
-  const size_t bytes = count * reduce::datatype_size(type);
-  if (staging_chunks_ && bytes > staging_chunk_) {
-    staging_.stage_chunks(
-        "allreduce", {sendbuff, bytes}, {recvbuff, bytes}, reduce::datatype_size(type), count,
-        staging_chunk_,
-        [&](const void* in, void* out, size_t, size_t n) { reduce_to(in, out, n, type, op, -1); });
+template <class Run>
+void Communicator::stage_elementwise(const char* name, const Call& call, CallBuffer input,
+                                     CallBuffer output, Run&& run) {
+  const size_t elem = reduce::datatype_size(call.type);
+  if (staging_chunks_ && call.count * elem > staging_chunk_) {
+    staging_.stage_chunks(name, input, output, elem, call.count, staging_chunk_,
+                          [&](const void* in, void* out, size_t, size_t n) { run(in, out, n); });
     return;
   }
-  staging_.stage("allreduce", {sendbuff, bytes}, {recvbuff, bytes},
-                 [&](const void* in, void* out) { reduce_to(in, out, count, type, op, -1); });
+  staging_.stage(name, input, output, [&](const void* in, void* out) { run(in, out, call.count); });
+}
+
+void Communicator::all_reduce(const Call& call) {
+  if (call.count > 0 && device_collective(call, std::nullopt)) return;
+  std::lock_guard lock(runner_.mutex());
+  const size_t bytes = call.count * reduce::datatype_size(call.type);
+  stage_elementwise(
+      "allreduce", call, {call.sendbuff, bytes}, {call.recvbuff, bytes},
+      [&](const void* in, void* out, size_t n) { reduce_to(in, out, n, call.type, call.op, -1); });
 }
 
 void Communicator::reduce(const Call& call) {
   if (call.count > 0 && device_collective(call, std::nullopt)) return;
-  const void* const sendbuff = call.sendbuff;
-  void* const recvbuff = call.recvbuff;
-  const size_t count = call.count;
-  const cclDataType_t type = call.type;
-  const cclRedOp_t op = call.op;
-  const int root = call.root;
   std::lock_guard lock(runner_.mutex());
-  const size_t bytes = count * reduce::datatype_size(type);
-  const CallBuffer output{recvbuff, rank() == root ? bytes : 0};
-  if (staging_chunks_ && bytes > staging_chunk_) {
-    staging_.stage_chunks("reduce", {sendbuff, bytes}, output, reduce::datatype_size(type), count,
-                          staging_chunk_, [&](const void* in, void* out, size_t, size_t n) {
-                            reduce_to(in, out, n, type, op, root);
-                          });
-    return;
-  }
-  staging_.stage("reduce", {sendbuff, bytes}, output,
-                 [&](const void* in, void* out) { reduce_to(in, out, count, type, op, root); });
+  const size_t bytes = call.count * reduce::datatype_size(call.type);
+  stage_elementwise("reduce", call, {call.sendbuff, bytes},
+                    {call.recvbuff, rank() == call.root ? bytes : 0},
+                    [&](const void* in, void* out, size_t n) {
+                      reduce_to(in, out, n, call.type, call.op, call.root);
+                    });
 }
 
 void Communicator::broadcast(const Call& call) {
   if (call.count > 0 && device_collective(call, std::nullopt)) return;
-  const void* const sendbuff = call.sendbuff;
-  void* const recvbuff = call.recvbuff;
-  const size_t count = call.count;
-  const cclDataType_t type = call.type;
-  const int root = call.root;
   std::lock_guard lock(runner_.mutex());
-  const size_t bytes = count * reduce::datatype_size(type);
-  const CallBuffer input{sendbuff, rank() == root ? bytes : 0};
-  if (staging_chunks_ && bytes > staging_chunk_) {
-    staging_.stage_chunks("broadcast", input, {recvbuff, bytes}, reduce::datatype_size(type), count,
-                          staging_chunk_, [&](const void* in, void* out, size_t, size_t n) {
-                            broadcast_host(in, out, n, type, root);
-                          });
-    return;
-  }
-  staging_.stage("broadcast", input, {recvbuff, bytes},
-                 [&](const void* in, void* out) { broadcast_host(in, out, count, type, root); });
+  const size_t bytes = call.count * reduce::datatype_size(call.type);
+  stage_elementwise("broadcast", call, {call.sendbuff, rank() == call.root ? bytes : 0},
+                    {call.recvbuff, bytes}, [&](const void* in, void* out, size_t n) {
+                      broadcast_host(in, out, n, call.type, call.root);
+                    });
 }
 
 void Communicator::all_gather(const Call& call) {
   if (call.count > 0 && device_collective(call, std::nullopt)) return;
-  const size_t sendcount = call.count;
-  const cclDataType_t type = call.type;
   std::lock_guard lock(runner_.mutex());
-  const size_t bytes = sendcount * reduce::datatype_size(type);
-  staging_.stage("allgather", {call.sendbuff, bytes}, {call.recvbuff, bytes * nranks()},
-                 [&](const void* in, void* out) { all_gather_host(in, out, sendcount, type); });
+  const size_t bytes = call.count * reduce::datatype_size(call.type);
+  staging_.stage(
+      "allgather", {call.sendbuff, bytes}, {call.recvbuff, bytes * nranks()},
+      [&](const void* in, void* out) { all_gather_host(in, out, call.count, call.type); });
 }
 
 void Communicator::all_gather_v(const Call& call) {
   if (device_collective(call, std::nullopt)) return;
-  const std::span<const size_t> counts = call.counts();
-  const std::span<const size_t> displs = call.displs();
   std::lock_guard lock(runner_.mutex());
   const size_t elem = reduce::datatype_size(call.type);
-  staging_.stage(
-      "allgatherv", {call.sendbuff, counts[rank()] * elem},
-      {call.recvbuff, extent_bytes(counts, displs, elem)},
-      [&](const void* in, void* out) { all_gather_v_host(in, out, counts, displs, call.type); });
+  staging_.stage("allgatherv", {call.sendbuff, call.counts()[rank()] * elem},
+                 {call.recvbuff, extent_bytes(call.counts(), call.displs(), elem)},
+                 [&](const void* in, void* out) {
+                   all_gather_v_host(in, out, call.counts(), call.displs(), call.type);
+                 });
 }
 
 void Communicator::reduce_scatter(const Call& call) {
   if (call.count > 0 && device_collective(call, std::nullopt)) return;
-  const size_t recvcount = call.count;
-  const cclDataType_t type = call.type;
-  const cclRedOp_t op = call.op;
   std::lock_guard lock(runner_.mutex());
-  const size_t bytes = recvcount * reduce::datatype_size(type);
-  staging_.stage(
-      "reducescatter", {call.sendbuff, bytes * nranks()}, {call.recvbuff, bytes},
-      [&](const void* in, void* out) { reduce_scatter_host(in, out, recvcount, type, op); });
+  const size_t bytes = call.count * reduce::datatype_size(call.type);
+  staging_.stage("reducescatter", {call.sendbuff, bytes * nranks()}, {call.recvbuff, bytes},
+                 [&](const void* in, void* out) {
+                   reduce_scatter_host(in, out, call.count, call.type, call.op);
+                 });
 }
 
 void Communicator::all_to_all(const Call& call) {
   if (call.count > 0 && device_collective(call, std::nullopt)) return;
-  const size_t count = call.count;
-  const cclDataType_t type = call.type;
   std::lock_guard lock(runner_.mutex());
-  const size_t bytes = count * reduce::datatype_size(type) * nranks();
-  staging_.stage("alltoall", {call.sendbuff, bytes}, {call.recvbuff, bytes},
-                 [&](const void* in, void* out) { all_to_all_host(in, out, count, type); });
+  const size_t bytes = call.count * reduce::datatype_size(call.type) * nranks();
+  staging_.stage(
+      "alltoall", {call.sendbuff, bytes}, {call.recvbuff, bytes},
+      [&](const void* in, void* out) { all_to_all_host(in, out, call.count, call.type); });
 }
 
 void Communicator::all_to_all_v(const Call& call) {
   if (device_collective(call, std::nullopt)) return;
-  const std::span<const size_t> sendcounts = call.counts();
-  const std::span<const size_t> sdispls = call.displs();
-  const std::span<const size_t> recvcounts = call.recvcounts();
-  const std::span<const size_t> rdispls = call.rdispls();
   std::lock_guard lock(runner_.mutex());
   const size_t elem = reduce::datatype_size(call.type);
-  staging_.stage("alltoallv", {call.sendbuff, extent_bytes(sendcounts, sdispls, elem)},
-                 {call.recvbuff, extent_bytes(recvcounts, rdispls, elem)},
+  staging_.stage("alltoallv", {call.sendbuff, extent_bytes(call.counts(), call.displs(), elem)},
+                 {call.recvbuff, extent_bytes(call.recvcounts(), call.rdispls(), elem)},
                  [&](const void* in, void* out) {
-                   all_to_all_v_host(in, sendcounts, sdispls, out, recvcounts, rdispls, call.type);
+                   all_to_all_v_host(in, call.counts(), call.displs(), out, call.recvcounts(),
+                                     call.rdispls(), call.type);
                  });
 }
 
@@ -327,9 +303,7 @@ void Communicator::all_gather_host(const void* sendbuff, void* recvbuff, size_t 
 void Communicator::all_gather_v_host(const void* sendbuff, void* recvbuff,
                                      std::span<const size_t> counts, std::span<const size_t> displs,
                                      cclDataType_t type) {
-  size_t total = 0;
-  for (size_t c : counts) total += c;
-  const OpRunner::OpScope scope = runner_.begin_op({OpKind::AllGatherV, total, type});
+  const OpRunner::OpScope scope = runner_.begin_op({OpKind::AllGatherV, sum(counts), type});
   const algo::ExecOp exec = copy_op(type);
   runner_.note_algorithm("ring", nullptr);
   runner_.execute(algo::ring_allgatherv(
@@ -370,9 +344,7 @@ void Communicator::all_to_all_v_host(const void* sendbuff, std::span<const size_
                                      std::span<const size_t> recvcounts,
                                      std::span<const size_t> rdispls, cclDataType_t type) {
   // Its count: the elements this rank sends (the ranks' differ; the check mode compares none).
-  size_t sent = 0;
-  for (size_t c : sendcounts) sent += c;
-  const OpRunner::OpScope scope = runner_.begin_op({OpKind::AlltoAllV, sent, type});
+  const OpRunner::OpScope scope = runner_.begin_op({OpKind::AlltoAllV, sum(sendcounts), type});
   const algo::ExecOp exec = copy_op(type);
   const void* input = sendbuff;
   if (sendbuff == recvbuff) {
