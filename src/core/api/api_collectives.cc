@@ -1,8 +1,9 @@
 // Collectives: arguments are checked here, synchronously (so errors come from the call that has
 // them), then the operation runs now (NULL stream) or is queued on the stream.
 #include <cstdint>
-#include <initializer_list>
 #include <memory>
+#include <numeric>
+#include <span>
 #include <vector>
 
 #include "algorithms/reduce/reduce.h"
@@ -86,30 +87,22 @@ cclResult_t point_to_point(bool send, const void* buffer, size_t count, cclDataT
   return added != cclSuccess ? added : ended;
 }
 
-// A copy of the caller's nranks entries (check_extents checks them): with a stream or in a group
-// the operation runs after the call returns, and the caller's arrays need not outlive the call
-// (the call owns its copy, Call::extents).
-std::vector<size_t> checked_counts(const size_t* values, int nranks, const char* name,
-                                   const char* function) {
+// Appends a copy of the caller's nranks entries of `values` to the call's v-counts
+// (Call::extents, checked by check_extents): with a stream or in a group the operation runs after
+// the call returns, and the caller's arrays need not outlive the call.
+void append_counts(Call& call, const size_t* values, int nranks, const char* name,
+                   const char* function) {
   if (values == nullptr) throw_error(cclInvalidArgument, "%s: %s is NULL", function, name);
-  return std::vector<size_t>(values, values + nranks);
+  std::vector<size_t>& extents = call.own_lists().extents;
+  extents.insert(extents.end(), values, values + nranks);
 }
 
-// The call's v-counts (Call::extents): the arrays one after the other.
-std::vector<size_t> concatenated(std::initializer_list<const std::vector<size_t>*> arrays) {
-  std::vector<size_t> all;
-  for (const std::vector<size_t>* a : arrays) all.insert(all.end(), a->begin(), a->end());
-  return all;
-}
-
-size_t total(const std::vector<size_t>& counts) {
-  size_t sum = 0;
-  for (size_t c : counts) sum += c;
-  return sum;
+size_t total(std::span<const size_t> counts) {
+  return std::accumulate(counts.begin(), counts.end(), size_t{0});
 }
 
 // Every (count, displacement) pair addresses memory without overflowing.
-void check_extents(const std::vector<size_t>& counts, const std::vector<size_t>& displs,
+void check_extents(std::span<const size_t> counts, std::span<const size_t> displs,
                    cclDataType_t type, const char* counts_name, const char* displs_name,
                    const char* function) {
   const size_t limit = SIZE_MAX / reduce::datatype_size(type) / 2;
@@ -229,16 +222,16 @@ cclResult_t cclAllGatherV(const void* sendbuff, size_t sendcount, void* recvbuff
       comm, stream,
       [&](Communicator& c, Call& call) {
         check_datatype(datatype, fn);
-        const std::vector<size_t> counts = checked_counts(recvcounts, c.nranks(), "recvcounts", fn);
-        const std::vector<size_t> offsets = checked_counts(displs, c.nranks(), "displs", fn);
+        append_counts(call, recvcounts, c.nranks(), "recvcounts", fn);
+        append_counts(call, displs, c.nranks(), "displs", fn);
+        const std::span<const size_t> counts = call.counts();
         if (counts[c.rank()] != sendcount) {
           throw_error(cclInvalidArgument, "%s: recvcounts[%d] is %zu but sendcount is %zu", fn,
                       c.rank(), counts[c.rank()], sendcount);
         }
-        check_extents(counts, offsets, datatype, "recvcounts", "displs", fn);
+        check_extents(counts, call.displs(), datatype, "recvcounts", "displs", fn);
         check_buffer(sendbuff, "sendbuff", sendcount, fn);
         check_buffer(recvbuff, "recvbuff", total(counts), fn);
-        call.own_lists().extents = concatenated({&counts, &offsets});
       },
       make_call(OpKind::AllGatherV, fn, sendbuff, recvbuff, 0, datatype));
 }
@@ -251,16 +244,14 @@ cclResult_t cclAlltoAllV(const void* sendbuff, const size_t* sendcounts, const s
       comm, stream,
       [&](Communicator& c, Call& call) {
         check_datatype(datatype, fn);
-        const int n = c.nranks();
-        const std::vector<size_t> scounts = checked_counts(sendcounts, n, "sendcounts", fn);
-        const std::vector<size_t> soffsets = checked_counts(sdispls, n, "sdispls", fn);
-        const std::vector<size_t> rcounts = checked_counts(recvcounts, n, "recvcounts", fn);
-        const std::vector<size_t> roffsets = checked_counts(rdispls, n, "rdispls", fn);
-        check_extents(scounts, soffsets, datatype, "sendcounts", "sdispls", fn);
-        check_extents(rcounts, roffsets, datatype, "recvcounts", "rdispls", fn);
-        check_buffer(sendbuff, "sendbuff", total(scounts), fn);
-        check_buffer(recvbuff, "recvbuff", total(rcounts), fn);
-        call.own_lists().extents = concatenated({&scounts, &soffsets, &rcounts, &roffsets});
+        append_counts(call, sendcounts, c.nranks(), "sendcounts", fn);
+        append_counts(call, sdispls, c.nranks(), "sdispls", fn);
+        append_counts(call, recvcounts, c.nranks(), "recvcounts", fn);
+        append_counts(call, rdispls, c.nranks(), "rdispls", fn);
+        check_extents(call.counts(), call.displs(), datatype, "sendcounts", "sdispls", fn);
+        check_extents(call.recvcounts(), call.rdispls(), datatype, "recvcounts", "rdispls", fn);
+        check_buffer(sendbuff, "sendbuff", total(call.counts()), fn);
+        check_buffer(recvbuff, "recvbuff", total(call.recvcounts()), fn);
       },
       make_call(OpKind::AlltoAllV, fn, sendbuff, recvbuff, 0, datatype));
 }
