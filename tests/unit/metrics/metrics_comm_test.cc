@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "../support/scoped_env.h"
+#include "../support/temp_file.h"
 #include "ccl/ccl.h"
 #include "prom_text.h"
 
@@ -35,26 +36,8 @@ namespace fs = std::filesystem;
 using ccl::test::parse_prom_text;
 using ccl::test::PromText;
 using ccl::test::ScopedEnv;
+using ccl::test::TempDir;
 using Labels = std::map<std::string, std::string>;
-
-class TempDir {
- public:
-  TempDir() {
-    char name[] = "/tmp/ccl_metrics_XXXXXX";
-    EXPECT_NE(mkdtemp(name), nullptr);
-    path_ = name;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 // Runs body(rank, comm) on `nranks` threads, each a rank of one communicator named `name`; the
 // body destroys (or aborts) its communicator itself. Returns when every thread is joined.
@@ -195,7 +178,7 @@ class MetricsComm : public ::testing::TestWithParam<int> {};
 
 TEST_P(MetricsComm, EveryRankCountsItsCalls) {
   const int nranks = GetParam();
-  TempDir dir;
+  TempDir dir("ccl_metrics");
   ScopedEnv file("CCL_METRICS_FILE", (dir.path() + "/ccl.prom").c_str());
   with_ranks(nranks, "metrics_test", 30000, [&](int rank, cclComm_t comm) {
     run_calls(rank, nranks, comm);
@@ -220,7 +203,7 @@ TEST_P(MetricsComm, EveryRankCountsItsCalls) {
 INSTANTIATE_TEST_SUITE_P(Ranks, MetricsComm, ::testing::Values(2, 3));
 
 TEST(MetricsCommLifecycle, FinalizeWritesTheFile) {
-  TempDir dir;
+  TempDir dir("ccl_metrics");
   ScopedEnv file("CCL_METRICS_FILE", (dir.path() + "/m_%r.prom").c_str());
   ScopedEnv interval("CCL_METRICS_INTERVAL", "3600");
   with_ranks(2, "finalized", 30000, [&](int rank, cclComm_t comm) {
@@ -237,7 +220,7 @@ TEST(MetricsCommLifecycle, FinalizeWritesTheFile) {
 }
 
 TEST(MetricsCommLifecycle, RewrittenEveryIntervalAndNeverSeenInPart) {
-  TempDir dir;
+  TempDir dir("ccl_metrics");
   ScopedEnv file("CCL_METRICS_FILE", (dir.path() + "/live.prom").c_str());
   ScopedEnv interval("CCL_METRICS_INTERVAL", "1");
   with_ranks(2, "live", 30000, [&](int rank, cclComm_t comm) {
@@ -268,7 +251,7 @@ TEST(MetricsCommLifecycle, RewrittenEveryIntervalAndNeverSeenInPart) {
 }
 
 TEST(MetricsCommLifecycle, ASplitJoinsTheFileAndItsFinalCountsStay) {
-  TempDir dir;
+  TempDir dir("ccl_metrics");
   ScopedEnv file("CCL_METRICS_FILE", (dir.path() + "/s.prom").c_str());
   with_ranks(2, "parent", 30000, [&](int rank, cclComm_t comm) {
     cclConfig_t config = CCL_CONFIG_INITIALIZER;
@@ -302,7 +285,7 @@ TEST(MetricsCommLifecycle, ASplitJoinsTheFileAndItsFinalCountsStay) {
 }
 
 TEST(MetricsCommFailures, ATimeoutIsCounted) {
-  TempDir dir;
+  TempDir dir("ccl_metrics");
   ScopedEnv file("CCL_METRICS_FILE", (dir.path() + "/t.prom").c_str());
   // Rank 1 calls nothing: rank 0's allreduce times out (rank 1 destroys only after it did).
   std::atomic<bool> timed_out{false};
@@ -331,7 +314,7 @@ TEST(MetricsCommFailures, ATimeoutIsCounted) {
 }
 
 TEST(MetricsCommFailures, APeersAbortIsAPeerFailure) {
-  TempDir dir;
+  TempDir dir("ccl_metrics");
   ScopedEnv file("CCL_METRICS_FILE", (dir.path() + "/p.prom").c_str());
   with_ranks(2, "peer", 20000, [&](int rank, cclComm_t comm) {
     if (rank == 1) {
@@ -353,7 +336,7 @@ TEST(MetricsCommFailures, APeersAbortIsAPeerFailure) {
 }
 
 TEST(MetricsCommSettings, ABadIntervalFailsInitNamingIt) {
-  TempDir dir;
+  TempDir dir("ccl_metrics");
   ScopedEnv file("CCL_METRICS_FILE", (dir.path() + "/bad.prom").c_str());
   for (const char* bad : {"0", "-5", "abc", "86401"}) {
     SCOPED_TRACE(bad);
@@ -422,7 +405,7 @@ int run_child(const std::string& mode, const std::vector<std::string>& extra) {
 }
 
 TEST(MetricsCommLifecycle, ExitWritesTheCountsOfLiveCommunicators) {
-  TempDir dir;
+  TempDir dir("ccl_metrics");
   EXPECT_EQ(run_child("alive", {"CCL_METRICS_FILE=" + dir.path() + "/exit.prom",
                                 "CCL_METRICS_INTERVAL=3600"}),
             0);

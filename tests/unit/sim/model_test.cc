@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "../support/scoped_env.h"
+#include "../support/temp_file.h"
 #include "base/config.h"
 #include "base/error.h"
 #include "ccl/ccl.h"
@@ -27,32 +28,7 @@ namespace ccl::sim {
 namespace {
 
 using ccl::test::ScopedEnv;
-
-// A fresh directory, removed with everything in it at the end.
-class TempDir {
- public:
-  TempDir() {
-    char name[] = "/tmp/ccl_sim_model_XXXXXX";
-    path_ = mkdtemp(name) != nullptr ? name : "";
-    EXPECT_FALSE(path_.empty());
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-  // Writes `text` to the file `name` in the directory; its path.
-  std::string write(const std::string& name, const std::string& text) const {
-    const std::string file = path_ + "/" + name;
-    std::ofstream(file) << text;
-    return file;
-  }
-
- private:
-  std::string path_;
-};
+using ccl::test::TempDir;
 
 bool same(const tune::LinkFigures& a, const tune::LinkFigures& b) {
   return a.alpha_us == b.alpha_us && a.beta_gbps == b.beta_gbps;
@@ -138,7 +114,7 @@ TEST(SimModel, MemoryScaleMixesCacheAndMemoryRates) {
 }
 
 TEST(SimModel, ModelFileOverridesItsKeys) {
-  const TempDir dir;
+  const TempDir dir("ccl_sim_model");
   const SimModel base = from_figures(tune::default_figures());
   const std::string file = dir.write("model.txt",
                                      "# an H100 cluster\n"
@@ -164,7 +140,7 @@ TEST(SimModel, ModelFileOverridesItsKeys) {
 }
 
 TEST(SimModel, FormatReadsBackExactly) {
-  const TempDir dir;
+  const TempDir dir("ccl_sim_model");
   SimModel m = from_figures(tune::default_figures());
   m.shm.alpha_us = 0.123456789;
   m.nvlink.beta_gbps = 1.0 / 3;
@@ -177,7 +153,7 @@ TEST(SimModel, FormatReadsBackExactly) {
 }
 
 TEST(SimModel, TunerFiguresFileIsAModelFile) {
-  const TempDir dir;
+  const TempDir dir("ccl_sim_model");
   tune::Figures f = tune::default_figures();
   f.net = {7, 9};
   const SimModel base = from_figures(tune::default_figures());
@@ -188,7 +164,7 @@ TEST(SimModel, TunerFiguresFileIsAModelFile) {
 }
 
 TEST(SimModel, BadFilesNameFileLineAndKey) {
-  const TempDir dir;
+  const TempDir dir("ccl_sim_model");
   const SimModel base = from_figures(tune::default_figures());
   struct Case {
     const char* text;
@@ -239,7 +215,7 @@ TEST(SimFigures, TransportsOfRankZero) {
 }
 
 TEST(SimFigures, DefaultsWithoutACacheEntry) {
-  const TempDir dir;
+  const TempDir dir("ccl_sim_model");
   std::string source;
   EXPECT_TRUE(
       same(figures_for(one_host(2), dir.path(), "somehost", &source), tune::default_figures()));
@@ -252,7 +228,7 @@ TEST(SimFigures, DefaultsWithoutACacheEntry) {
 }
 
 TEST(SimFigures, CacheEntryOfTheShapeAndHost) {
-  const TempDir dir;
+  const TempDir dir("ccl_sim_model");
   const tune::Shape shape = one_host(2);
   tune::Figures f = tune::default_figures();
   f.shm = {0.53, 13.8};
@@ -277,7 +253,7 @@ TEST(SimFigures, CacheEntryOfTheShapeAndHost) {
 // A real communicator of two ranks (threads) on this host writes its probed figures to the cache;
 // the simulator's shape of the same job finds exactly them.
 TEST(SimFigures, FindsWhatARealCommunicatorKept) {
-  const TempDir dir;
+  const TempDir dir("ccl_sim_model");
   const ScopedEnv cache("CCL_TUNER_CACHE", dir.path().c_str());
   const ScopedEnv file("CCL_TUNER_FILE", nullptr);
   constexpr int kRanks = 2;

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "../support/scoped_env.h"
+#include "../support/temp_file.h"
 #include "ccl/ccl.h"
 
 namespace {
@@ -33,25 +34,7 @@ constexpr size_t kCount = 1000;   // floats per call
 constexpr double kSlackUs = 1.0;  // ts near 1.7e15 us parse into doubles 0.25 us apart
 
 using ccl::test::ScopedEnv;
-
-class TempDir {
- public:
-  TempDir() {
-    char name[] = "/tmp/ccl_trace_XXXXXX";
-    EXPECT_NE(mkdtemp(name), nullptr);
-    path_ = name;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using ccl::test::TempDir;
 
 // Joins its threads when it goes out of scope, also when an ASSERT returns early.
 struct JoinAll {
@@ -277,7 +260,7 @@ class TraceComm : public ::testing::TestWithParam<Case> {};
 
 TEST_P(TraceComm, EveryRankWritesOneFileOfItsCalls) {
   const Case c = GetParam();
-  TempDir dir;
+  TempDir dir("ccl_trace");
   const std::string pattern = dir.path() + "/trace.json";
   {
     ScopedEnv file("CCL_TRACE_FILE", pattern.c_str());
@@ -305,7 +288,7 @@ INSTANTIATE_TEST_SUITE_P(Ranks, TraceComm,
                          });
 
 TEST(TraceCommLimits, EventsBeyondTheMaximumAreCountedAndDropped) {
-  TempDir dir;
+  TempDir dir("ccl_trace");
   const std::string pattern = dir.path() + "/t";  // no extension: t.<rank>
   {
     ScopedEnv file("CCL_TRACE_FILE", pattern.c_str());
@@ -351,7 +334,7 @@ TEST(TraceCommLimits, AMalformedMaximumFailsInit) {
 }
 
 TEST(TraceCommLifecycle, FinalizeWritesTheFile) {
-  TempDir dir;
+  TempDir dir("ccl_trace");
   const std::string pattern = dir.path() + "/trace.json";
   ScopedEnv file("CCL_TRACE_FILE", pattern.c_str());
   with_ranks(
@@ -372,7 +355,7 @@ TEST(TraceCommLifecycle, FinalizeWritesTheFile) {
 }
 
 TEST(TraceCommLifecycle, AbortWritesTheFile) {
-  TempDir dir;
+  TempDir dir("ccl_trace");
   const std::string pattern = dir.path() + "/trace.json";
   {
     ScopedEnv file("CCL_TRACE_FILE", pattern.c_str());
@@ -385,7 +368,7 @@ TEST(TraceCommLifecycle, AbortWritesTheFile) {
 // The step a rank hangs in is what a trace is for: a receive that times out shows as a failed
 // operation and, inside it, its round, not completed.
 TEST(TraceCommLifecycle, ATimedOutOperationShowsItsUnfinishedRound) {
-  TempDir dir;
+  TempDir dir("ccl_trace");
   const std::string pattern = dir.path() + "/trace.json";
   {
     ScopedEnv file("CCL_TRACE_FILE", pattern.c_str());
@@ -416,7 +399,7 @@ TEST(TraceCommLifecycle, ATimedOutOperationShowsItsUnfinishedRound) {
 
 // A split's files sit beside its parent's: named after the child's name and tag, one per rank.
 TEST(TraceCommLifecycle, SplitCommunicatorsDoNotCollide) {
-  TempDir dir;
+  TempDir dir("ccl_trace");
   const std::string pattern = dir.path() + "/trace.json";
   ScopedEnv file("CCL_TRACE_FILE", pattern.c_str());
   std::vector<cclComm_t> children(2, nullptr);
@@ -457,7 +440,7 @@ TEST(TraceCommLifecycle, SplitCommunicatorsDoNotCollide) {
 constexpr const char* kExitChildEnv = "CCL_TRACE_TEST_EXIT_CHILD";
 
 TEST(TraceCommLifecycle, ExitWritesTheTracesOfLiveCommunicators) {
-  TempDir dir;
+  TempDir dir("ccl_trace");
   const std::string pattern = dir.path() + "/trace.json";
   // Everything the child needs is made before the fork: after it, only exec.
   std::vector<std::string> env = {std::string(kExitChildEnv) + "=" + pattern};
