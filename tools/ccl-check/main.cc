@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/replace_file.h"
 #include "inventory.h"
 #include "measure.h"
 #include "options.h"
@@ -305,7 +306,10 @@ int main(int argc, char** argv) {
             std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
                 .count();
         const PrometheusReport prometheus{hosts, sweep, pairs, ring, checks, seconds, now};
-        ok = write_replacing(o.prometheus, to_prometheus(prometheus)) && ok;
+        // Replaced whole, as node_exporter's textfile collector needs.
+        const std::string error = ccl::replace_file(o.prometheus, to_prometheus(prometheus));
+        if (!error.empty()) std::fprintf(stderr, "ccl-check: --prometheus: %s\n", error.c_str());
+        ok = error.empty() && ok;
       }
       if (!ok) {
         std::fprintf(stderr, "ccl-check: could not write a report file\n");

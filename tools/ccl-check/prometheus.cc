@@ -1,10 +1,6 @@
 #include "prometheus.h"
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <cstdio>
-#include <fstream>
 #include <limits>
 #include <map>
 #include <set>
@@ -113,23 +109,6 @@ std::string to_prometheus(const PrometheusReport& r) {
           r.ring->bandwidth_gbps * 1e9);
   }
   return w.text();
-}
-
-bool write_replacing(const std::string& path, const std::string& text) {
-  const std::string tmp = path + "." + std::to_string(getpid()) + ".tmp";
-  {
-    std::ofstream out(tmp);
-    out << text;
-    if (!out.flush()) {
-      std::remove(tmp.c_str());
-      return false;
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    return false;
-  }
-  return true;
 }
 
 }  // namespace ccl_check

@@ -31,8 +31,4 @@ struct PrometheusReport {
 /// ccl_check_ring_bandwidth_bytes_per_second.
 std::string to_prometheus(const PrometheusReport& report);
 
-/// Writes `text` to `path` as the textfile collector wants it: through PATH.tmp in the same
-/// folder, renamed over PATH. False when it could not.
-bool write_replacing(const std::string& path, const std::string& text);
-
 }  // namespace ccl_check

@@ -1,12 +1,10 @@
 #include "core/diagnostics/metrics_export.h"
 
-#include <fcntl.h>
 #include <pthread.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
@@ -14,7 +12,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -22,6 +19,7 @@
 #include "base/deadline.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "base/replace_file.h"
 
 namespace ccl::metrics {
 
@@ -42,32 +40,6 @@ MetricsSettings read_metrics_settings() {
 namespace {
 
 constexpr size_t kMaxRetired = 128;  // destroyed communicators' final counts kept per file
-
-// Writes `text` to `path` through a temporary file in its directory renamed over it: "" when
-// done, else why not.
-std::string write_atomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + "." + std::to_string(getpid()) + ".tmp";
-  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return "cannot create " + tmp + ": " + std::system_category().message(errno);
-  size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const std::string why = std::system_category().message(n < 0 ? errno : EIO);
-      close(fd);
-      unlink(tmp.c_str());
-      return "cannot write " + tmp + ": " + why;
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (close(fd) != 0 || rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string why = std::system_category().message(errno);
-    unlink(tmp.c_str());
-    return "cannot replace " + path + ": " + why;
-  }
-  return "";
-}
 
 struct Live {
   const MetricsExport* owner;
@@ -187,7 +159,7 @@ class Exporter {
     for (const Live& l : file.live) {
       if (!l.comm.empty()) all.push_back(snapshot(l));
     }
-    const std::string error = write_atomically(file.path, render(all));
+    const std::string error = replace_file(file.path, render(all));
     if (!error.empty()) {
       if (!file.warned) {
         // The user asked for the file: say so whatever CCL_DEBUG is (once per file).

@@ -12,16 +12,16 @@
 // theirs). Communicators registered with another pattern (setenv between them) write another file
 // the same way.
 //
-// The file is written to a temporary file in the same directory (PATH.<pid>.tmp) and renamed over
-// PATH, so a reader sees the old file or the new one, never a part (the textfile collector's
-// rule). It is written every interval while a communicator of it is alive, once more when one is
-// finalized or destroyed (so a short job leaves its final counts; a destroyed communicator's
-// final counts stay in the file for the rest of the process, the last 128 of them), and when the
-// process exits (std::atexit: the thread is stopped and joined first). Every wait is bounded: the
-// thread sleeps on a condition variable until the next write is due or it is stopped. A forked
-// child writes nothing of its parent's (it starts its own exporter if it makes communicators). A
-// file that cannot be written is a WARN line naming it and why, once per path, whatever CCL_DEBUG
-// says.
+// The file is written to a temporary file in the same directory and renamed over PATH
+// (base/replace_file.h), so a reader sees the old file or the new one, never a part (the textfile
+// collector's rule). It is written every interval while a communicator of it is alive, once more
+// when one is finalized or destroyed (so a short job leaves its final counts; a destroyed
+// communicator's final counts stay in the file for the rest of the process, the last 128 of them),
+// and when the process exits (std::atexit: the thread is stopped and joined first). Every wait is
+// bounded: the thread sleeps on a condition variable until the next write is due or it is stopped.
+// A forked child writes nothing of its parent's (it starts its own exporter if it makes
+// communicators). A file that cannot be written is a WARN line naming it and why, once per path,
+// whatever CCL_DEBUG says.
 #pragma once
 
 #include <sys/types.h>

@@ -1,20 +1,16 @@
 #include "core/tuning/figures_cache.h"
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <random>
 
 #include "base/config.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "base/replace_file.h"
 #include "ccl/ccl.h"
 #include "core/tuning/tuner.h"
 
@@ -103,22 +99,10 @@ bool write_cached_figures(const std::string& path, const std::string& key, const
              error.message().c_str());
     return false;
   }
-  // A name of this process's own, then an atomic rename: a reader sees the old entry, the new
-  // one or none, never a part.
-  std::random_device random;
-  const std::string temporary =
-      path + ".tmp." + std::to_string(getpid()) + "." + std::to_string(random());
-  const std::string text = kKeyPrefix + key + "\n" + format_figures(figures);
-  bool ok = false;
-  {
-    std::ofstream out(temporary, std::ios::trunc);
-    out << text;
-    out.close();
-    ok = static_cast<bool>(out);
-  }
-  if (ok && std::rename(temporary.c_str(), path.c_str()) == 0) return true;
-  CCL_WARN(kTune, "tuner cache: cannot write %s: %s", path.c_str(), strerror(errno));
-  std::remove(temporary.c_str());
+  // Replaced whole: a reader sees the old entry, the new one or none, never a part.
+  const std::string failed = replace_file(path, kKeyPrefix + key + "\n" + format_figures(figures));
+  if (failed.empty()) return true;
+  CCL_WARN(kTune, "tuner cache: %s", failed.c_str());
   return false;
 }
 

@@ -2,11 +2,7 @@
 // a run with a slow link and a failed threshold names the link's hosts, fails those hosts only,
 // and gives the sweep and the per-host pair figures in base units; the file is replaced whole.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "prom_text.h"
@@ -82,23 +78,6 @@ TEST(CclCheckPrometheus, APassingRunWithoutPairs) {
   EXPECT_EQ(text.sum("ccl_check_passed", {}), 1);
   EXPECT_EQ(text.sum("ccl_check_host_passed", {{"host", "solo"}}), 1);
   EXPECT_TRUE(text.find("ccl_check_ring_bandwidth_bytes_per_second", {}).empty());
-}
-
-TEST(CclCheckPrometheus, TheFileIsReplacedWhole) {
-  char dir[] = "/tmp/ccl_check_prom_XXXXXX";
-  ASSERT_NE(mkdtemp(dir), nullptr);
-  const std::string path = std::string(dir) + "/ccl_check.prom";
-  ASSERT_TRUE(write_replacing(path, "old\n"));
-  ASSERT_TRUE(write_replacing(path, to_prometheus(example())));
-  std::ifstream in(path);
-  std::stringstream all;
-  all << in.rdbuf();
-  EXPECT_EQ(all.str(), to_prometheus(example()));
-  size_t entries = 0;
-  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir)) ++entries;
-  EXPECT_EQ(entries, 1u);  // no temporary file left
-  EXPECT_FALSE(write_replacing(std::string(dir) + "/missing/x.prom", "x\n"));
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
