@@ -25,8 +25,8 @@ namespace {
 
 // The size nccl-tests reports for the call: the count's bytes, times nranks for allgather (the
 // output), reducescatter (the input) and alltoall; an alltoallv's count is what this rank sends;
-// send/recv groups have none here (a group's comes from trace_group). The trace and the metrics
-// both count these.
+// send/recv groups have none here (a group's comes from note_group_bytes). The trace and the
+// metrics both count these.
 uint64_t op_bytes(const OpInfo& info, int nranks) {
   const uint64_t elem =
       info.datatype >= 0 ? reduce::datatype_size(static_cast<cclDataType_t>(info.datatype)) : 0;
@@ -98,7 +98,8 @@ OpRunner::OpScope OpRunner::begin_op(const OpInfo& info) {
   ++sequence_;
   op_start_ = Clock::now();
   record_ = recorder_->begin(OpRecord{sequence_, name, info.count, info.datatype, info.op,
-                                      info.root, info.peer, nullptr, nullptr, 0});
+                                      info.root, info.peer, nullptr, nullptr, 0},
+                             op_start_);
   record_ended_ = false;
   if (trace_) trace_->op_begin(trace_event(info, name, sequence_, options_.nranks), op_start_);
   if (metrics_) {
@@ -118,14 +119,16 @@ OpRunner::OpScope::~OpScope() {
 
 void OpRunner::finish_record(FlightRecorder::State state, int result_code) {
   record_ended_ = true;
-  recorder_->end(record_, state, result_code);
-  if (trace_) trace_->op_end(result_code);
-  if (metrics_) count_operation(state, result_code);
+  // One reading of the clock for everything that notes the end.
+  if (!recorder_->enabled() && !trace_ && !metrics_) return;
+  const Clock::time_point end = Clock::now();
+  recorder_->end(record_, state, result_code, end);
+  if (trace_) trace_->op_end(result_code, end);
+  if (metrics_) count_operation(state, result_code, end - op_start_);
 }
 
-void OpRunner::count_operation(FlightRecorder::State state, int result_code) {
+void OpRunner::count_operation(FlightRecorder::State state, int result_code, Clock::duration took) {
   using State = FlightRecorder::State;
-  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - op_start_);
   // A peer's failure reaches this rank as cclRemoteError; after its own abort (or a revoke,
   // which aborts) the state says Aborted instead.
   const metrics::Outcome outcome = state == State::Completed  ? metrics::Outcome::Completed
@@ -133,7 +136,8 @@ void OpRunner::count_operation(FlightRecorder::State state, int result_code) {
                                    : state == State::Failed && result_code == cclRemoteError
                                        ? metrics::Outcome::PeerFailed
                                        : metrics::Outcome::Failed;
-  metrics_->record(metric_kind_, metric_bytes_, static_cast<uint64_t>(ns.count()), outcome);
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(took).count();
+  metrics_->record(metric_kind_, metric_bytes_, static_cast<uint64_t>(ns), outcome);
 }
 
 void OpRunner::end_record(const Error& error) {
@@ -145,7 +149,7 @@ void OpRunner::end_record(const Error& error) {
   recorder_->dump(error.what());
 }
 
-void OpRunner::trace_group(std::span<const algo::PointToPoint> operations) {
+void OpRunner::note_group_bytes(std::span<const algo::PointToPoint> operations) {
   uint64_t bytes = 0;
   bool sends = false, recvs = false;
   for (const algo::PointToPoint& p : operations) {

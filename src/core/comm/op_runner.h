@@ -105,7 +105,7 @@ class OpRunner {
   // The current operation is this send/recv group: named "send", "recv" or "send/recv" in the
   // trace, with the sum of its bytes (the trace's and the metrics').
   void note_group(std::span<const algo::PointToPoint> operations) {
-    if (trace_ || metrics_) trace_group(operations);
+    if (trace_ || metrics_) note_group_bytes(operations);
   }
 
   // Runs `body(deadline, label)` as operation `what`, recording its failure.
@@ -139,9 +139,11 @@ class OpRunner {
   void end_record(const Error& error);
   // Closes the current operation's record, in the flight recorder, the trace and the metrics.
   void finish_record(FlightRecorder::State state, int result_code);
-  // Counts the current operation, ended in `state` with `result_code`, in metrics_.
-  void count_operation(FlightRecorder::State state, int result_code);
-  void trace_group(std::span<const algo::PointToPoint> operations);
+  // Counts the current operation, ended in `state` with `result_code` `took` after its start,
+  // in metrics_.
+  void count_operation(FlightRecorder::State state, int result_code, Clock::duration took);
+  // The group's bytes (the trace's and the metrics'), and its name in the trace.
+  void note_group_bytes(std::span<const algo::PointToPoint> operations);
   // The Timeout to report for `error` (a timeout of the operation `label`, own or a peer's):
   // names the rank that holds everyone up, found along the ranks' wait-for edges.
   Error resolve_timeout(const Error& error, const std::string& label);

@@ -22,6 +22,13 @@ int64_t now_ns() {
       .count();
 }
 
+// `at` in nanoseconds, or now when the caller passed no reading.
+int64_t ns_or_now(std::chrono::steady_clock::time_point at) {
+  return at == std::chrono::steady_clock::time_point{}
+             ? now_ns()
+             : std::chrono::duration_cast<std::chrono::nanoseconds>(at.time_since_epoch()).count();
+}
+
 double ms(int64_t ns) { return static_cast<double>(ns) / 1e6; }
 
 // snprintf that appends to a std::string.
@@ -70,10 +77,7 @@ const char* FlightRecorder::state_name(State s) {
 uint64_t FlightRecorder::record(const OpRecord& r, std::chrono::steady_clock::time_point at) {
   // Outside the lock: reading the clock is the costliest part (a caller that has just read it
   // passes its reading).
-  const int64_t t =
-      at == std::chrono::steady_clock::time_point{}
-          ? now_ns()
-          : std::chrono::duration_cast<std::chrono::nanoseconds>(at.time_since_epoch()).count();
+  const int64_t t = ns_or_now(at);
   std::lock_guard<std::mutex> lock(mutex_);
   const uint64_t handle = next_handle_++;
   Slot& slot = slots_[handle % capacity_];
@@ -103,9 +107,10 @@ void FlightRecorder::set_pending(uint64_t handle, std::span<const int> peers) {
   }
 }
 
-void FlightRecorder::end(uint64_t handle, State s, int result_code) {
+void FlightRecorder::end(uint64_t handle, State s, int result_code,
+                         std::chrono::steady_clock::time_point at) {
   if (capacity_ == 0 || handle == 0) return;
-  const int64_t t = now_ns();
+  const int64_t t = ns_or_now(at);
   std::lock_guard<std::mutex> lock(mutex_);
   if (Slot* slot = find(handle)) {
     slot->state = s;

@@ -57,7 +57,9 @@ class FlightRecorder {
   // span clears them). The first kMaxPending are kept, the rest counted.
   void set_pending(uint64_t handle, std::span<const int> peers);
   // Final state (Completed, Failed, Aborted or TimedOut) and the cclResult_t (0: success).
-  void end(uint64_t handle, State s, int result_code);
+  // `at`: when it ended, if the caller has just read the steady clock (saves a reading).
+  void end(uint64_t handle, State s, int result_code,
+           std::chrono::steady_clock::time_point at = {});
 
   // Header line, then one line per kept operation, oldest first; lines end with '\n'.
   std::string format() const;

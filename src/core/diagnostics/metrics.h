@@ -12,7 +12,8 @@
 // ran), nor are calls on a communicator that failed, was aborted or finalized before them.
 //
 // Cost: each counter is a relaxed atomic with one writer (the op mutex's holder); an operation
-// adds 4 of them (5 to 7 when it fails) and reads the clock once. The exporter thread reads them.
+// adds 4 of them (5 to 7 when it fails); its time comes from the op runner's own clock readings.
+// The exporter thread reads them.
 #pragma once
 
 #include <array>

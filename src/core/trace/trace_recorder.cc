@@ -87,9 +87,9 @@ void TraceRecorder::set_group(const char* name, uint64_t bytes) {
   open_op_.bytes = bytes;
 }
 
-void TraceRecorder::op_end(int result) {
+void TraceRecorder::op_end(int result, Clock::time_point at) {
   if (!op_open_) return;
-  const int64_t end = now_ns();
+  const int64_t end = ns_of(at);
   std::lock_guard lock(mutex_);
   op_open_ = false;
   if (round_open_ && round_kept_) {

@@ -52,8 +52,9 @@ class TraceRecorder final : public algo::RoundObserver {
   void set_algorithm(const char* algorithm, const char* protocol);
   // A send/recv group: its name ("send", "recv" or "send/recv") and bytes.
   void set_group(const char* name, uint64_t bytes);
-  // Closes the open operation (and a round it failed in) with `result` (a cclResult_t).
-  void op_end(int result);
+  // Closes the open operation (and a round it failed in) with `result` (a cclResult_t), ended
+  // at `at`.
+  void op_end(int result, Clock::time_point at);
 
   // The executor's round observer while an operation is open, else nullptr.
   algo::RoundObserver* rounds() { return op_open_ ? this : nullptr; }
