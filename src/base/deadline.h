@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <thread>
 
 namespace ccl {
 
@@ -27,6 +28,17 @@ class Deadline {
  private:
   Clock::time_point at_;
 };
+
+// The pause between two looks of a host-side poll (a CUDA event, a stream's point, a device
+// program), `polls` looks in: the core is yielded for the first 200, then the poller sleeps 20 us
+// a look, so that a long wait holds no core. The poll's deadline bounds it.
+inline void poll_pause(int polls) {
+  if (polls < 200) {
+    std::this_thread::yield();
+  } else {
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+}
 
 // Shared by everything that waits on behalf of one communicator; cclCommAbort sets it.
 using AbortFlag = std::atomic<bool>;

@@ -246,11 +246,7 @@ void DeviceWorld::run(const algo::device::Program& program, const DeviceBindings
                   "a device collective failed: the communicator's device collectives were "
                   "released (see the first error)");
     }
-    if (polls < 200) {
-      std::this_thread::yield();
-    } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(20));
-    }
+    poll_pause(polls);
   }
   check(Clock::now());  // a release while it ran makes its result untrustworthy
   std::lock_guard flight(flight_mutex_);

@@ -108,11 +108,7 @@ cclResult_t cclStream::device_status(bool wait) {
     }
     if (!wait) return cclInProgress;
     if (until.expired()) core_->throw_stalled("cclStreamSynchronize (the CUDA stream)");
-    if (polls < 200) {
-      std::this_thread::yield();
-    } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(20));
-    }
+    ccl::poll_pause(polls);
   }
   for (const auto& comm : comms) {
     comm->poll_device();  // the watchdog may not have looked since the stream went past it

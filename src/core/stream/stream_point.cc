@@ -1,7 +1,5 @@
 #include "core/stream/stream_point.h"
 
-#include <thread>
-
 #include "base/deadline.h"
 #include "core/stream/stream_core.h"
 
@@ -33,11 +31,7 @@ cclResult_t StreamPoint::reach(bool run, const char* function) const {
     const cclResult_t now = status();
     if (now != cclInProgress) return now;
     if (until.expired()) core->throw_stalled(function);
-    if (polls < 200) {
-      std::this_thread::yield();
-    } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(20));
-    }
+    poll_pause(polls);
   }
 }
 
