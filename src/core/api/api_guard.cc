@@ -6,10 +6,7 @@
 namespace ccl {
 
 cclResult_t handle_current_exception(Communicator* comm, const char* function) {
-  std::string message;
-  const cclResult_t code = current_exception_result(function, &message);
-  if (comm != nullptr) comm->set_last_error(message);
-  return code;
+  return comm != nullptr ? comm->record_exception(function) : current_exception_result(function);
 }
 
 Communicator& checked_comm(cclComm* comm, const char* function) {

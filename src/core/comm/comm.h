@@ -24,6 +24,7 @@
 #include "algorithms/ring.h"
 #include "algorithms/schedule.h"
 #include "base/deadline.h"
+#include "base/error.h"
 #include "ccl/ccl.h"
 #include "core/bootstrap/store.h"
 #include "core/call/call.h"
@@ -167,6 +168,15 @@ class Communicator final : public CallTarget {
 
   // cclGetLastError's text. The pointer stays valid until the next failure.
   void set_last_error(const std::string& message) { status_.set_last_error(message); }
+  // Inside a catch: the exception being handled as a result (current_exception_result,
+  // base/error.h: logged, the thread's last error), recorded as this communicator's last error
+  // too. The C boundary's guard and queued calls (run_calls) both end a failure here.
+  cclResult_t record_exception(const char* function) {
+    std::string message;
+    const cclResult_t code = current_exception_result(function, &message);
+    set_last_error(message);
+    return code;
+  }
   const char* last_error() { return status_.last_error(); }
 
  private:

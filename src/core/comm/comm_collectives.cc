@@ -78,10 +78,7 @@ cclResult_t Communicator::run_calls(std::span<const Call> calls) noexcept {
     try {
       run(call);
     } catch (...) {
-      std::string message;
-      const cclResult_t code = current_exception_result(call.function, &message);
-      set_last_error(message);
-      return code;  // the communicator is unusable after a failure anyway
+      return record_exception(call.function);  // the communicator is unusable after a failure
     }
   }
   return cclSuccess;
