@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "../support/c_rank_threads.h"
 #include "../support/scoped_env.h"
 #include "../support/temp_file.h"
 #include "ccl/ccl.h"
@@ -43,20 +44,10 @@ using Labels = std::map<std::string, std::string>;
 // body destroys (or aborts) its communicator itself. Returns when every thread is joined.
 void with_ranks(int nranks, const char* name, int timeout_ms,
                 const std::function<void(int, cclComm_t)>& body) {
-  cclUniqueId id;
-  ASSERT_EQ(cclGetUniqueId(&id), cclSuccess);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < nranks; ++r) {
-    threads.emplace_back([&, r] {
-      cclConfig_t config = CCL_CONFIG_INITIALIZER;
-      config.timeoutMs = timeout_ms;
-      config.commName = name;
-      cclComm_t comm = nullptr;
-      ASSERT_EQ(cclCommInitRankConfig(&comm, nranks, id, r, &config), cclSuccess);
-      body(r, comm);
-    });
-  }
-  for (auto& t : threads) t.join();
+  cclConfig_t config = CCL_CONFIG_INITIALIZER;
+  config.timeoutMs = timeout_ms;
+  config.commName = name;
+  ccl_test::run_c_ranks(nranks, config, body);
 }
 
 // The .prom files in `dir` (a leftover temporary file fails the test).

@@ -9,30 +9,21 @@
 #include <thread>
 #include <vector>
 
+#include "../support/c_rank_threads.h"
 #include "ccl/ccl.h"
 #include "core/api/api_guard.h"
 #include "core/comm/comm.h"
 
 namespace {
 
+// The ranks as threads (c_rank_threads.h), each destroying its communicator after `body`.
 void run_ranks(int nranks, const std::function<void(int, cclComm_t)>& body) {
-  cclUniqueId id;
-  ASSERT_EQ(cclGetUniqueId(&id), cclSuccess);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < nranks; ++r) {
-    threads.emplace_back([&, r] {
-      cclConfig_t config = CCL_CONFIG_INITIALIZER;
-      config.timeoutMs = 30000;
-      cclComm_t comm = nullptr;
-      if (cclCommInitRankConfig(&comm, nranks, id, r, &config) != cclSuccess) {
-        ADD_FAILURE() << "rank " << r << ": init failed";
-        return;
-      }
-      body(r, comm);
-      EXPECT_EQ(cclCommDestroy(comm), cclSuccess);
-    });
-  }
-  for (auto& t : threads) t.join();
+  cclConfig_t config = CCL_CONFIG_INITIALIZER;
+  config.timeoutMs = 30000;
+  ccl_test::run_c_ranks(nranks, config, [&](int rank, cclComm_t comm) {
+    body(rank, comm);
+    EXPECT_EQ(cclCommDestroy(comm), cclSuccess);
+  });
 }
 
 TEST(RegistrationApi, BadArgumentsAreRefused) {
