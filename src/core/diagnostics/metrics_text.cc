@@ -20,6 +20,24 @@ bool valid_name(std::string_view name, bool colon) {
   return true;
 }
 
+// The format's escapes: \ and newline always, " inside a label value's quotes.
+std::string escaped(std::string_view text, bool quoted) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '"' && quoted) {
+      out += "\\\"";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 const char* type_name(MetricType type) {
   switch (type) {
     case MetricType::Counter:
@@ -37,37 +55,9 @@ const char* type_name(MetricType type) {
 bool valid_metric_name(std::string_view name) { return valid_name(name, true); }
 bool valid_label_name(std::string_view name) { return valid_name(name, false); }
 
-std::string escape_label_value(std::string_view value) {
-  std::string out;
-  out.reserve(value.size());
-  for (char c : value) {
-    if (c == '\\') {
-      out += "\\\\";
-    } else if (c == '"') {
-      out += "\\\"";
-    } else if (c == '\n') {
-      out += "\\n";
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
+std::string escape_label_value(std::string_view value) { return escaped(value, true); }
 
-std::string escape_help(std::string_view help) {
-  std::string out;
-  out.reserve(help.size());
-  for (char c : help) {
-    if (c == '\\') {
-      out += "\\\\";
-    } else if (c == '\n') {
-      out += "\\n";
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
+std::string escape_help(std::string_view help) { return escaped(help, false); }
 
 std::string format_value(double value) {
   if (std::isnan(value)) return "NaN";
