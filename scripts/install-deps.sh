@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Installs, with apt-get, whatever of ccl's build and test dependencies is missing. Idempotent:
-# does nothing (and needs no network) when everything is there. Debian 12.
+# Installs whatever of ccl's build and test dependencies is missing: Debian 12's packages with
+# apt-get, then the project's virtual environment (.venv: torch and the Python test tools, with
+# pip; scripts/install-venv.sh). Idempotent: does nothing (and needs no network) when everything
+# is there.
 set -euo pipefail
 
 packages=(
@@ -15,9 +17,8 @@ packages=(
   python3-matplotlib
   python3-prometheus-client  # the metrics tests parse CCL_METRICS_FILE with it (/usr/bin/python3)
   clang-format clang-tidy clang libclang-rt-14-dev
-  # The torch.distributed backend (bindings/torch) and its tests: Debian's torch 1.13, which
-  # lives under /usr/bin/python3.
-  python3-torch libtorch-dev pybind11-dev
+  python3-venv  # the project's virtual environment (.venv) for torch and the torch tests
 )
 
-exec "$(dirname "$0")/apt-install-missing.sh" install-deps "${packages[@]}"
+"$(dirname "$0")/apt-install-missing.sh" install-deps "${packages[@]}"
+exec "$(dirname "$0")/install-venv.sh"

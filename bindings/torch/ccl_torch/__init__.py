@@ -1,77 +1,67 @@
-"""ccl's torch.distributed backend.
+"""ccl's torch.distributed backend, a torch 2.x c10d Backend for CPU tensors.
 
-    import ccl_torch                       # registers the backend "ccl"
-    torch.distributed.init_process_group("ccl", init_method="env://")
+    import ccl_torch                       # registers the backend ccl_torch.BACKEND ("ccl_torch")
+    torch.distributed.init_process_group(ccl_torch.BACKEND, init_method="env://")
+
+The name is "ccl_torch", not "ccl": "ccl" is what Intel's oneCCL bindings register, and
+DeepSpeed, accelerate and transformers read "ccl" as oneCCL (docs/torch.md gives the evidence
+and how to select ccl from each of them). A pip-installed ccl_torch also registers itself through
+torch's entry point group "torch.distributed.backends", so init_process_group("ccl_torch") works
+without the import. Use it for CPU tensors, beside another backend for a device:
+init_process_group("cpu:ccl_torch,cuda:nccl").
 
 Every init_method torch offers works (env://, tcp://, file://, a Store): the backend makes its
 communicator through the store torch hands it. The init_process_group timeout bounds every
 wait of ccl's.
 
+ccl_torch.backend_of(group) is the BackendCcl behind a torch group: its recovery calls (abort,
+revoke, agree, failed_ranks, shrink_to, grow) are what ccl_torch.elastic builds on, with the
+module's get_unique_id and grow_as_newcomer.
+
 ccl_torch.hooks (TopK and 1-bit DDP communication hooks with error feedback) and ccl_torch.optim
 (LAMB, LARS) run ccl's C++ training layer; ccl_torch.assign_buckets is DDP's bucket assignment
-as that layer computes it.
-
-ccl_torch.mesh.DeviceMesh places the ranks on a tensor × pipeline × data parallel mesh (ccl's
-placement: tp innermost, pp outermost) and makes its torch process groups;
-ccl_torch.tensor_parallel holds Megatron-style layers over a group (ColumnParallelLinear,
-RowParallelLinear, VocabParallelEmbedding, the f/g operators and their sequence-parallel forms).
-examples/parallel3d trains a small model with all three.
-
-ccl_torch.zero.ZeroDataParallel shards a module's optimizer state (ZeRO stage 1), gradients
-(stage 2) and parameters (stage 3) over a ccl group, as ccl::training::Zero cuts them, with ccl's
-C++ optimizers (SGD, Adam/AdamW, LAMB, LARS) on each rank's slices; examples/zero3 trains a
-small model with it.
-
-ccl_torch.elastic keeps a job going when a rank dies (revoke, shrink to the survivors) and takes
-a replacement back in (grow), on the recovery calls of ProcessGroupCcl (abort, revoke, agree,
-failed_ranks, shrink, grow) and the module's get_unique_id and grow_as_newcomer.
-
-Importing it also lets torch.distributed.monitored_barrier run on ccl's groups (torch 1.13's
-refuses every backend but Gloo).
+as that layer computes it. ccl_torch.mesh.DeviceMesh places the ranks on a tensor x pipeline x
+data parallel mesh; ccl_torch.tensor_parallel holds Megatron-style layers over a group;
+ccl_torch.zero.ZeroDataParallel shards a module's optimizer state, gradients and parameters.
 """
+import warnings
+
 import torch  # noqa: F401  (loads libtorch before the extension)
 import torch.distributed as dist
 
-from ._C import ProcessGroupCcl, get_unique_id, grow_as_newcomer, version  # noqa: F401
+from ._C import BACKEND_NAME, BackendCcl, get_unique_id, grow_as_newcomer, version  # noqa: F401
+from ._backend import as_process_group, backend_of  # noqa: F401
 from . import hooks, optim  # noqa: F401,E402  (ccl's training layer: DDP hooks, LAMB, LARS)
 from . import elastic  # noqa: F401,E402  (recovery from a failed rank)
 from . import mesh, tensor_parallel  # noqa: F401,E402  (3D parallelism: the mesh, tp layers)
 from . import zero  # noqa: F401,E402  (ZeRO stages 1-3: ZeroDataParallel)
 from ._training import assign_buckets  # noqa: F401
 
-__all__ = ["ProcessGroupCcl", "version", "BACKEND", "hooks", "optim", "assign_buckets", "elastic",
-           "get_unique_id", "grow_as_newcomer", "mesh", "tensor_parallel", "zero"]
+__all__ = ["BackendCcl", "BACKEND", "backend_of", "as_process_group", "version", "hooks", "optim", "assign_buckets",
+           "elastic", "get_unique_id", "grow_as_newcomer", "mesh", "tensor_parallel", "zero"]
 
-BACKEND = "ccl"
-
-
-def _create_process_group(store, rank, size, timeout):
-    return ProcessGroupCcl(store, rank, size, timeout)
+BACKEND = BACKEND_NAME
 
 
-if BACKEND.upper() not in dist.Backend._plugins:
-    dist.Backend.register_backend(BACKEND, _create_process_group)
+def _create_backend(store, rank, size, timeout):
+    return BackendCcl(store, rank, size, timeout)
 
 
-_torch_monitored_barrier = dist.monitored_barrier
+def _register():
+    """Registers the backend with torch.distributed (at import, and as the entry point torch
+    calls for an unknown name). Never raises: a name registered by someone else is taken over
+    with a warning, since importing ccl_torch asks for ccl's backend."""
+    plugin = dist.Backend._plugins.get(BACKEND.upper())
+    if plugin is not None and plugin.creator_fn is _create_backend:
+        return
+    if plugin is not None:
+        warnings.warn(f"ccl_torch: the torch.distributed backend name {BACKEND!r} was registered "
+                      f"by {getattr(plugin.creator_fn, '__module__', '?')}; ccl_torch takes it "
+                      "over", stacklevel=2)
+    try:
+        dist.Backend.register_backend(BACKEND, _create_backend, devices=["cpu"])
+    except Exception as e:  # an older torch's refusal of a taken name: say so, do not fail
+        warnings.warn(f"ccl_torch: could not register the backend {BACKEND!r}: {e}", stacklevel=2)
 
 
-def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
-    """torch.distributed.monitored_barrier, which torch 1.13 lets only Gloo's groups run, for
-    ccl's groups too (ProcessGroupCcl.monitored_barrier: rank 0 names the ranks that did not
-    arrive within `timeout`, every one of them with wait_all_ranks); other groups go to torch's."""
-    c10d = dist.distributed_c10d
-    if group is None:
-        group = c10d.GroupMember.WORLD
-    if group is not None and c10d._rank_not_in_group(group):
-        return _torch_monitored_barrier(group, timeout, wait_all_ranks)
-    if dist.get_backend(group) != BACKEND:
-        return _torch_monitored_barrier(group, timeout, wait_all_ranks)
-    if timeout is None:
-        timeout = c10d.default_pg_timeout
-    group_to_use = c10d._get_default_group() if group is None else group
-    return group_to_use.monitored_barrier(timeout, wait_all_ranks=wait_all_ranks)
-
-
-dist.monitored_barrier = monitored_barrier
-dist.distributed_c10d.monitored_barrier = monitored_barrier
+_register()

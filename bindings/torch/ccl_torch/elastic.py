@@ -13,8 +13,9 @@ A replacement joins through :func:`grow_waiting` (the members, between steps) an
 rank sees, served by no rank, so it outlives any of them. :func:`grow` and :func:`join` are the
 bare calls, for a unique id that travels another way.
 
-The new groups are not torch.distributed's registered groups: pass them as ``group=`` to the
-collectives that take no rank argument (all_reduce, all_gather, barrier), or call their methods
+The new groups are torch ProcessGroups on ccl's backend (ccl_torch.as_process_group), but not
+torch.distributed's registered groups: pass them as ``group=`` to the collectives that take no
+rank argument (all_reduce, all_gather, barrier), or call their methods
 (``group.broadcast(t, root).wait()``), and to DDP as ``process_group=``. examples/elastic_ddp
 puts it all together.
 """
@@ -25,6 +26,7 @@ import time
 import torch
 
 from . import _C
+from ._backend import as_process_group, backend_of
 
 __all__ = ["is_peer_failure", "recover", "grow", "join", "grow_waiting", "join_through",
            "FileRendezvous", "get_unique_id"]
@@ -64,12 +66,13 @@ def recover(group, exc=None, attempts=3):
         raise exc
     # The other survivors may be blocked in an operation that only waits for a live rank: the
     # revoke ends it, so that each of them reaches the shrink now, not at its timeout.
-    group.revoke()
+    backend = backend_of(group, "ccl_torch.elastic.recover")
+    backend.revoke()
     failure = None
     for _ in range(max(1, attempts)):
         try:
-            new = group.shrink(abort=True)
-            return new, new.rank(), new.size()
+            new = backend.shrink_to(abort=True)
+            return as_process_group(new), new.rank(), new.size()
         except RuntimeError as e:
             if not is_peer_failure(e):
                 raise
@@ -87,8 +90,8 @@ def grow(group, nranks, unique_id):
         ...  # hand uid to the other members and to the newcomer
         group, rank, size = ccl_torch.elastic.grow(group, size + 1, uid)
     """
-    new = group.grow(nranks, unique_id)
-    return new, new.rank(), new.size()
+    new = backend_of(group, "ccl_torch.elastic.grow").grow(nranks, unique_id)
+    return as_process_group(new), new.rank(), new.size()
 
 
 def join(nranks, rank, unique_id, timeout=None):
@@ -99,7 +102,7 @@ def join(nranks, rank, unique_id, timeout=None):
         group, rank, size = ccl_torch.elastic.join(3, 2, uid)
     """
     new = _C.grow_as_newcomer(nranks, rank, unique_id, timeout)
-    return new, new.rank(), new.size()
+    return as_process_group(new), new.rank(), new.size()
 
 
 class FileRendezvous:

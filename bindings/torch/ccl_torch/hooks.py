@@ -6,7 +6,8 @@
 
 The state holds the compressor (its worker and, for 1-bit, server error buffers, one set per
 DDP bucket) and counts the bytes it put on the wire (`state.bytes_sent`). The process group must
-be a ccl one (the default group after init_process_group("ccl"), or `process_group=`): the
+be a ccl one (the default group after init_process_group(ccl_torch.BACKEND), or
+`process_group=`): the
 exchange runs on its communicator, in its issue order, once the group's queued operations are
 done, on the thread that runs the hook (DDP's autograd thread), so it does not overlap the rest
 of the backward pass. Buckets that are not float32 go through a plain averaging allreduce.
@@ -15,7 +16,7 @@ import torch
 import torch.distributed as dist
 
 from . import _training
-from ._C import ProcessGroupCcl
+from ._backend import backend_of
 
 __all__ = ["CompressionState", "TopKState", "OneBitState", "topk_hook", "onebit_hook"]
 
@@ -38,10 +39,9 @@ class CompressionState:
         return self._keys.setdefault(params, len(self._keys))
 
     def group(self):
+        """The process group, checked to run on ccl (backend_of raises otherwise)."""
         pg = self.process_group if self.process_group is not None else dist.group.WORLD
-        if not isinstance(pg, ProcessGroupCcl):
-            raise RuntimeError(f"ccl_torch.hooks: the process group is {type(pg).__name__}, not "
-                               "a ccl one: init_process_group('ccl') or pass process_group=")
+        backend_of(pg, "ccl_torch.hooks")
         return pg
 
 
@@ -63,8 +63,8 @@ def _compressed_hook(state, bucket):
         fut = dist.all_reduce(tensor, op=dist.ReduceOp.AVG, group=pg, async_op=True).get_future()
         return fut.then(lambda f: f.value()[0])
     key = state.key_of(bucket)
-    pg._run_exclusive(lambda comm: state.compressor.all_reduce(comm, key, tensor.data_ptr(),
-                                                               tensor.numel()))
+    backend_of(pg)._run_exclusive(
+        lambda comm: state.compressor.all_reduce(comm, key, tensor.data_ptr(), tensor.numel()))
     fut = torch.futures.Future()
     fut.set_result(tensor)
     return fut

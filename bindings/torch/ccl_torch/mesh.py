@@ -27,6 +27,7 @@ import socket
 import torch.distributed as dist
 
 from . import _training
+from ._backend import backend_of
 
 __all__ = ["DeviceMesh", "MeshCoord", "AXES"]
 
@@ -171,8 +172,9 @@ class DeviceMesh:
         mine = {}
         for axis in AXES:
             group = self._group[axis]
-            run_exclusive = getattr(group, "_run_exclusive", None)
-            if run_exclusive is None:  # not a ccl group: nothing to say
+            try:
+                run_exclusive = backend_of(group)._run_exclusive
+            except RuntimeError:  # not a ccl group: nothing to say
                 continue
             members = sorted(self._ranks[axis])  # torch's group ranks: increasing world rank
 

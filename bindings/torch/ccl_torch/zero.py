@@ -50,7 +50,7 @@ import torch
 import torch.distributed as dist
 
 from . import _training
-from ._C import ProcessGroupCcl
+from ._backend import backend_of
 
 __all__ = ["ZeroDataParallel", "Sgd", "Adam", "AdamW", "Lamb", "Lars"]
 
@@ -264,11 +264,12 @@ class ZeroDataParallel(torch.nn.Module):
         if group is None:
             if not dist.is_initialized():
                 raise RuntimeError("ZeroDataParallel: group is None and torch.distributed is not "
-                                   "initialized: call init_process_group('ccl') first")
+                                   "initialized: call init_process_group(ccl_torch.BACKEND) first")
             group = dist.group.WORLD
-        if not isinstance(group, ProcessGroupCcl):
-            raise ValueError(f"ZeroDataParallel: group is a {type(group).__name__}, not ccl's "
-                             "ProcessGroupCcl: init_process_group('ccl') or pass a ccl group")
+        try:
+            self._backend = backend_of(group, "ZeroDataParallel")
+        except RuntimeError as e:
+            raise ValueError(str(e)) from None
         self.module = module
         self.stage = stage
         self.precision = precision
@@ -661,7 +662,7 @@ class ZeroDataParallel(torch.nn.Module):
         self._finish_all()
         self._track()
         refs, tensors, opt = self._refs, len(self._params), self._opt
-        self._group._run_exclusive(lambda comm: opt.step_sharded(refs, tensors, comm))
+        self._backend._run_exclusive(lambda comm: opt.step_sharded(refs, tensors, comm))
         if self.stage == 3:
             for u in self._units:   # a prefetch no forward used: stale now
                 self._release(u)

@@ -1,4 +1,4 @@
-// A ccl::Communicator over a handle a ccl process group owns (ProcessGroupCcl._run_exclusive hands
+// A ccl::Communicator over a handle a ccl process group owns (BackendCcl._run_exclusive hands
 // it to Python as an integer): released, never destroyed, here. For the modules that include no
 // torch header (ccl_torch._training).
 #pragma once

@@ -94,7 +94,7 @@ void bind_mesh(py::module_& m) {
       "peer_transport",
       [](uintptr_t comm, int peer) { return BorrowedComm(comm).get().peer_transport(peer); },
       py::arg("comm"), py::arg("peer"),
-      "The transport the communicator (a ProcessGroupCcl._run_exclusive handle) uses to `peer`.");
+      "The transport the communicator (a BackendCcl._run_exclusive handle) uses to `peer`.");
   m.def(
       "pipeline_schedule",
       [](const std::string& kind, int stages, int microbatches, int stage, int virtual_stages) {

@@ -1,53 +1,55 @@
-// The Python module ccl_torch._C: the process group type and its creator. ccl_torch/__init__.py
-// registers the creator as torch.distributed's backend "ccl"; ccl_torch/elastic.py builds on the
-// recovery calls.
+// The Python module ccl_torch._C: the backend type (a torch.distributed Backend) and its creator.
+// ccl_torch/__init__.py registers the creator with torch.distributed under BACKEND_NAME;
+// ccl_torch/elastic.py builds on the recovery calls.
 #include <pybind11/chrono.h>
 #include <pybind11/stl.h>
 #include <torch/csrc/utils/pybind.h>
 
-#include "process_group_ccl.h"
+#include "backend_ccl.h"
 
 namespace py = pybind11;
 
 PYBIND11_MODULE(_C, m) {
-  m.doc() = "ccl's torch.distributed backend (use: import ccl_torch; init_process_group('ccl'))";
+  m.doc() =
+      "ccl's torch.distributed backend (use: import ccl_torch; "
+      "init_process_group(ccl_torch.BACKEND))";
   // The base class must be known to pybind11 before ours derives from it.
   py::module_::import("torch.distributed");
 
-  py::class_<ccl_torch::ProcessGroupCcl, c10d::ProcessGroup,
-             c10::intrusive_ptr<ccl_torch::ProcessGroupCcl>>(m, "ProcessGroupCcl")
+  using ccl_torch::BackendCcl;
+  py::class_<BackendCcl, c10d::Backend, c10::intrusive_ptr<BackendCcl>>(m, "BackendCcl")
       .def(py::init([](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                        std::chrono::milliseconds timeout) {
-             return c10::make_intrusive<ccl_torch::ProcessGroupCcl>(store, rank, size, timeout);
+             return c10::make_intrusive<BackendCcl>(store, rank, size, timeout);
            }),
            py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
            py::call_guard<py::gil_scoped_release>())
-      .def("shut_down", &ccl_torch::ProcessGroupCcl::shut_down,
+      .def("shut_down", &BackendCcl::shutdown,
            "Completes the queued operations and releases the communicator.",
            py::call_guard<py::gil_scoped_release>())
-      .def("abort", &ccl_torch::ProcessGroupCcl::abort,
+      .def("abort", &BackendCcl::abort,
            "Ends the group now: every operation in flight fails at once (here, and on the peers, "
            "whose group is revoked), and every later one raises RuntimeError('... the process "
            "group was aborted').",
            py::call_guard<py::gil_scoped_release>())
-      .def("revoke", &ccl_torch::ProcessGroupCcl::revoke,
+      .def("revoke", &BackendCcl::revoke,
            "cclCommRevoke: every pending and later operation of the group fails at once on every "
            "live rank; agree, failed_ranks and shrink still work.",
            py::call_guard<py::gil_scoped_release>())
-      .def("agree", &ccl_torch::ProcessGroupCcl::agree, py::arg("flag"),
+      .def("agree", &BackendCcl::agree, py::arg("flag"),
            "cclCommAgree: the bitwise AND of the flags of the live ranks (the same on each), even "
            "if ranks die during the call.",
            py::call_guard<py::gil_scoped_release>())
-      .def("failed_ranks", &ccl_torch::ProcessGroupCcl::failed_ranks,
+      .def("failed_ranks", &BackendCcl::failed_ranks,
            "cclCommGetFailedRanks: the ranks of this group known to have failed, in increasing "
            "order.",
            py::call_guard<py::gil_scoped_release>())
       .def(
-          "shrink",
-          [](ccl_torch::ProcessGroupCcl& pg, const std::optional<std::vector<int>>& exclude,
-             bool abort) { return pg.shrink(exclude.value_or(std::vector<int>{}), abort); },
+          "shrink_to",
+          [](BackendCcl& pg, const std::optional<std::vector<int>>& exclude,
+             bool abort) { return pg.shrink_to(exclude.value_or(std::vector<int>{}), abort); },
           py::arg("exclude") = py::none(), py::arg("abort") = true,
-          "cclCommShrink, called by every rank not in `exclude`: a new ProcessGroupCcl of the "
+          "cclCommShrink, called by every rank not in `exclude`: a new BackendCcl of the "
           "others, in their order (new rank = old rank minus the excluded ranks below it). With "
           "abort=True (CCL_SHRINK_ABORT) what is in flight is aborted first and this group takes "
           "no more operations; exclude=None then means the ranks the survivors agree have died. "
@@ -55,18 +57,18 @@ PYBIND11_MODULE(_C, m) {
           py::call_guard<py::gil_scoped_release>())
       .def(
           "grow",
-          [](ccl_torch::ProcessGroupCcl& pg, int nranks, const py::bytes& unique_id) {
+          [](BackendCcl& pg, int nranks, const py::bytes& unique_id) {
             std::string id = unique_id;  // with the GIL: the bytes are a Python object
             py::gil_scoped_release release;
             return pg.grow(nranks, id);
           },
           py::arg("nranks"), py::arg("unique_id"),
-          "cclCommGrow by every member (each keeps its rank): a new ProcessGroupCcl of `nranks` "
+          "cclCommGrow by every member (each keeps its rank): a new BackendCcl of `nranks` "
           "ranks, the newcomers (grow_as_newcomer) taking ranks size()..nranks-1. All meet at "
           "`unique_id` (get_unique_id's bytes, made by a member).")
       .def(
           "_run_exclusive",
-          [](ccl_torch::ProcessGroupCcl& pg, const py::function& fn) {
+          [](BackendCcl& pg, const py::function& fn) {
             py::object result;
             {
               py::gil_scoped_release release;  // while the queue drains
@@ -82,7 +84,7 @@ PYBIND11_MODULE(_C, m) {
           "the group's queue until fn returns (for ccl_torch.hooks).");
 
   m.def(
-      "get_unique_id", [] { return py::bytes(ccl_torch::ProcessGroupCcl::unique_id()); },
+      "get_unique_id", [] { return py::bytes(BackendCcl::unique_id()); },
       "cclGetUniqueId: the bytes of a new rendezvous id, for grow; this process serves the "
       "rendezvous until every rank has joined, so a rank that takes part makes it.");
   m.def(
@@ -91,18 +93,20 @@ PYBIND11_MODULE(_C, m) {
          std::optional<std::chrono::milliseconds> timeout) {
         std::string id = unique_id;
         py::gil_scoped_release release;
-        return ccl_torch::ProcessGroupCcl::grow_as_newcomer(nranks, rank, id, timeout);
+        return BackendCcl::grow_as_newcomer(nranks, rank, id, timeout);
       },
       py::arg("nranks"), py::arg("rank"), py::arg("unique_id"), py::arg("timeout") = py::none(),
       "cclCommGrow by a newcomer (comm NULL): joins the members of a group that call "
-      "ProcessGroupCcl.grow(nranks, unique_id), as `rank` (from the group's old size up to "
-      "nranks - 1); returns the new ProcessGroupCcl. timeout (a timedelta) bounds every wait of "
+      "BackendCcl.grow(nranks, unique_id), as `rank` (from the group's old size up to "
+      "nranks - 1); returns the new BackendCcl. timeout (a timedelta) bounds every wait of "
       "the new communicator (default: CCL_TIMEOUT).");
   // What ccl says of a failed peer (cclRemoteError) or a wait that ran out (cclTimeout), as every
   // failed operation's RuntimeError quotes it: ccl_torch.elastic tells peer failures by them.
   m.attr("_peer_failure_texts") =
       py::make_tuple(cclGetErrorString(cclRemoteError), cclGetErrorString(cclTimeout));
   m.attr("UNIQUE_ID_BYTES") = CCL_UNIQUE_ID_BYTES;
+  m.attr("BACKEND_NAME") = ccl_torch::kBackendName;
+  m.attr("TORCH_BUILT_AGAINST") = TORCH_VERSION;
   m.def("version", [] {
     int v = 0;
     cclGetVersion(&v);

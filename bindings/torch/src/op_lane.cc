@@ -55,7 +55,7 @@ void OpLane::check_open_locked(const char* name) const {
                   ": the process group was shrunk with abort=True; use the group that shrink "
                   "returned");
     case State::kAborted:
-      TORCH_CHECK(false, "ccl ", name, ": the process group was aborted (ProcessGroupCcl.abort)");
+      TORCH_CHECK(false, "ccl ", name, ": the process group was aborted (abort)");
     case State::kShut:
       break;
   }
@@ -299,7 +299,7 @@ void OpLane::stop(bool abort_comm) {
   stream_ = nullptr;
   std::unique_lock handle(handle_mutex_);
   if (comm_ != nullptr) {
-    if (abort_comm || failed_.load() || state_.load() != State::kShut) {
+    if (abort_comm || first_failure_.load() != cclSuccess || state_.load() != State::kShut) {
       cclCommAbort(comm_);
     } else {
       cclCommDestroy(comm_);

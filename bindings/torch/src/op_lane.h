@@ -71,8 +71,13 @@ class OpLane : public std::enable_shared_from_this<OpLane> {
   // c10::Error otherwise), with the communicator's last error.
   [[noreturn]] void raise(const char* name, cclResult_t result) const;
 
-  // A work failed: shut_down() aborts the communicator instead of destroying it.
-  void note_failure() { failed_.store(true); }
+  // A work failed with `result`: shut_down() aborts the communicator instead of destroying it,
+  // and first_failure() tells the first such result (Backend::getError).
+  void note_failure(cclResult_t result) {
+    cclResult_t none = cclSuccess;
+    first_failure_.compare_exchange_strong(none, result);
+  }
+  cclResult_t first_failure() const { return first_failure_.load(); }
 
   // A contiguous buffer of `numel` elements of `options`' dtype for an operation's staging (the
   // packed inputs or outputs of the list forms), reused across operations: a fresh 32 MiB
@@ -120,7 +125,7 @@ class OpLane : public std::enable_shared_from_this<OpLane> {
   cclStream_t stream_ = nullptr;
   std::mutex mutex_;  // issue order: held while an operation is queued
   std::vector<c10::intrusive_ptr<WorkCcl>> batch_;  // under mutex_; each holds its launch
-  std::atomic<bool> failed_{false};
+  std::atomic<cclResult_t> first_failure_{cclSuccess};
   std::atomic<State> state_{State::kOpen};  // changed under mutex_ (abort: first without it)
 
   std::mutex staging_mutex_;

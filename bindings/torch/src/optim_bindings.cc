@@ -3,7 +3,7 @@
 // (param address, grad address, count, exclude[, tensor]).
 //
 // step releases the GIL: it touches only the caller's floats and the optimizer. step_sharded
-// keeps it: it runs inside ProcessGroupCcl._run_exclusive's callback, which holds the group's
+// keeps it: it runs inside BackendCcl._run_exclusive's callback, which holds the group's
 // operation lock, and a Python thread that held the GIL while it waited for that lock (any of
 // the group's calls that does not release the GIL first) would deadlock with this call's
 // re-acquiring the GIL at its end. Holding the GIL costs the other Python threads the length of
@@ -74,7 +74,7 @@ void bind_optim(py::module_& m) {
           py::arg("refs"), py::arg("tensors"), py::arg("comm"),
           "One step over this rank's pieces (refs of 5 fields, the last the piece's tensor, "
           "below `tensors`) of tensors sharded over the group whose handle a "
-          "ProcessGroupCcl._run_exclusive callback got; every rank of the group calls it.")
+          "BackendCcl._run_exclusive callback got; every rank of the group calls it.")
       .def("set_lr", &Optimizer::set_lr, py::arg("lr"))
       .def_property_readonly("lr", &Optimizer::lr)
       .def_property_readonly("steps", &Optimizer::steps)

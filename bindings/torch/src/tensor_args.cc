@@ -124,16 +124,16 @@ Reduction reduction_of(const char* op, const c10d::ReduceOp& reduce_op, const at
       break;
     case c10d::ReduceOp::PREMUL_SUM: {
       TORCH_CHECK(!is_bool, "ccl ", op, ": PREMUL_SUM of a bool tensor has no meaning");
+      // torch passes the factor as a number or a one-element tensor (on this rank's device); the
+      // supplement's older name is the one every torch from 2.9 has.
       auto* supplement = dynamic_cast<c10d::NCCLPreMulSumSupplement*>(reduce_op.supplement_.get());
-      TORCH_CHECK(supplement != nullptr, "ccl ", op, ": PREMUL_SUM without its factor");
-      if (!supplement->tensor_factors.empty()) {
-        TORCH_CHECK(supplement->tensor_factors.size() == 1, "ccl ", op,
-                    ": PREMUL_SUM takes one factor tensor, got ",
-                    supplement->tensor_factors.size());
-        const at::Tensor& f = supplement->tensor_factors[0];
+      TORCH_CHECK_VALUE(supplement != nullptr, "ccl ", op, ": PREMUL_SUM without its factor");
+      if (supplement->tensor_factor.defined()) {
+        const at::Tensor& f = supplement->tensor_factor;
         check_tensor(op, f);
-        TORCH_CHECK(f.numel() == 1, "ccl ", op, ": the PREMUL_SUM factor must have one element, ",
-                    describe(f), " has ", f.numel());
+        TORCH_CHECK_VALUE(f.numel() == 1, "ccl ", op,
+                          ": the PREMUL_SUM factor must have one element, ", describe(f), " has ",
+                          f.numel());
         r.premul_factor = f.to(data.scalar_type()).contiguous().clone();
       } else {
         r.premul_factor = at::scalar_tensor(supplement->double_factor,

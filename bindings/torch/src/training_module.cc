@@ -2,7 +2,7 @@
 // ccl_torch.hooks and ccl_torch.optim. It includes no torch header (torch 1.13's are C++17):
 // tensors arrive as (data pointer, element count), already checked by the Python side to be
 // contiguous float32 CPU tensors, and communicators as the cclComm_t of a ccl process group
-// (ProcessGroupCcl._run_exclusive hands it over while the group's queue is drained and held).
+// (BackendCcl._run_exclusive hands it over while the group's queue is drained and held).
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 

@@ -58,6 +58,14 @@ const char* WorkCcl::span_title(c10d::OpType type) {
       return "ccl:recvAnySource";
     case OpType::BARRIER:
       return "ccl:barrier";
+    case OpType::COALESCED:
+      return "ccl:coalesced";
+    case OpType::_ALLREDUCE_SPARSE:
+      return "ccl:sparse_all_reduce";
+    case OpType::REDUCE_SCATTER_TENSOR_COALESCED:
+      return "ccl:reduce_scatter_tensor_coalesced";
+    case OpType::ALLGATHER_INTO_TENSOR_COALESCED:
+      return "ccl:all_gather_into_tensor_coalesced";
     case OpType::UNKNOWN:
       break;
   }
@@ -76,7 +84,7 @@ WorkCcl::WorkCcl(std::shared_ptr<OpLane> lane, int rank, c10d::OpType type, cons
                  std::vector<at::Tensor> outputs, const std::vector<at::Tensor>& inputs,
                  const char* span, bool)
     : c10d::Work(rank, type, span,
-                 span != nullptr ? c10::optional<std::vector<at::Tensor>>(inputs) : c10::nullopt),
+                 span != nullptr ? std::optional<std::vector<at::Tensor>>(inputs) : std::nullopt),
       lane_(std::move(lane)),
       name_(name),
       outputs_(std::move(outputs)),
@@ -119,8 +127,13 @@ bool WorkCcl::wait(std::chrono::milliseconds timeout) {
       std::this_thread::sleep_for(std::chrono::microseconds(50));
       r = cclEventQuery(event_);
     }
-    TORCH_CHECK(r != cclInProgress, "ccl ", name_, ": not complete after the wait's timeout of ",
-                timeout.count(), " ms");
+    if (r == cclInProgress) {
+      // The operation stays in flight (the communicator's own timeout still bounds it); the
+      // group counts as failed, so that it is aborted rather than destroyed.
+      lane_->note_failure(cclTimeout);
+      TORCH_CHECK(false, "ccl ", name_, ": Timed out waiting ", timeout.count(),
+                  "ms for the operation to complete (the wait's timeout)");
+    }
     complete(r);
   }
   // complete() may have run on another thread: wait for it to publish, then raise its error.
@@ -141,7 +154,7 @@ void WorkCcl::complete(cclResult_t status, const std::string& message) {
     }
   } else {
     // A refused argument leaves the communicator as it was; anything else may have broken it.
-    if (status != cclInvalidArgument && status != cclInvalidUsage) lane_->note_failure();
+    if (status != cclInvalidArgument && status != cclInvalidUsage) lane_->note_failure(status);
     const std::string text = message.empty() ? lane_->error_text(name_, status) : message;
     error = std::make_exception_ptr(std::runtime_error(text));
   }

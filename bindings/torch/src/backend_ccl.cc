@@ -1,4 +1,4 @@
-#include "process_group_ccl.h"
+#include "backend_ccl.h"
 
 #include <ATen/record_function.h>
 #include <c10/util/Exception.h>
@@ -11,6 +11,9 @@
 #include "store_rendezvous.h"
 
 namespace ccl_torch {
+
+const char* const kBackendName = "ccl_torch";
+
 namespace {
 
 using c10d::OpType;
@@ -116,38 +119,88 @@ Launch root_exchange(const at::Tensor& flat, cclDataType_t type, int root, int s
 
 }  // namespace
 
-ProcessGroupCcl::ProcessGroupCcl(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                                 std::chrono::milliseconds timeout)
-    : c10d::ProcessGroup(rank, size),
+BackendCcl::BackendCcl(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                       std::chrono::milliseconds timeout)
+    : c10d::Backend(rank, size),
       lane_(std::make_shared<OpLane>(make_comm(store, rank, size, timeout), rank, size)),
       store_(store),
-      timeout_(timeout) {}
+      timeout_(timeout),
+      options_(c10::make_intrusive<c10d::Backend::Options>(kBackendName, timeout)) {}
 
-ProcessGroupCcl::~ProcessGroupCcl() {
+BackendCcl::~BackendCcl() {
   // Python drops the last reference with the GIL held, and the watcher may need the GIL to free
   // a tensor that has a Python object: let go of it while the watcher finishes.
   const WithoutGil no_gil;
   lane_->shut_down();
 }
 
-c10::intrusive_ptr<WorkCcl> ProcessGroupCcl::new_work(OpType type, const char* name,
-                                                      std::vector<at::Tensor> outputs,
-                                                      const std::vector<at::Tensor>& inputs,
-                                                      const char* span) {
-  return c10::make_intrusive<WorkCcl>(lane_, rank_, type, name, std::move(outputs), inputs, span);
+c10::intrusive_ptr<WorkCcl> BackendCcl::new_work(OpType type, const char* name,
+                                                 std::vector<at::Tensor> outputs,
+                                                 const std::vector<at::Tensor>& inputs,
+                                                 const char* span) {
+  ++sequence_;
+  auto work =
+      c10::make_intrusive<WorkCcl>(lane_, rank_, type, name, std::move(outputs), inputs, span);
+  if (timeout_set_) work->set_wait_timeout(timeout_);
+  return work;
 }
 
-at::Tensor ProcessGroupCcl::staging(const c10::intrusive_ptr<WorkCcl>& work, int64_t numel,
+c10::intrusive_ptr<c10d::Backend::Options> BackendCcl::getBackendOptions() {
+  options_->timeout = timeout_;
+  return options_;
+}
+
+void BackendCcl::setTimeout(std::chrono::milliseconds timeout) {
+  TORCH_CHECK_VALUE(timeout.count() > 0, "ccl setTimeout: the timeout must be positive (",
+                    timeout.count(), " ms)");
+  timeout_ = timeout;
+  timeout_set_ = true;
+}
+
+c10d::ErrorType BackendCcl::getError() {
+  switch (lane_->first_failure()) {
+    case cclSuccess:
+    case cclInvalidArgument:  // refused arguments leave the group working
+    case cclInvalidUsage:
+      return c10d::ErrorType::SUCCESS;
+    case cclTimeout:
+      return c10d::ErrorType::TIMEOUT;
+    case cclRemoteError:
+      return c10d::ErrorType::REMOTE_ERROR;
+    default:
+      return c10d::ErrorType::COMM_ERROR;
+  }
+}
+
+void BackendCcl::startCoalescing() {
+  TORCH_CHECK(!coalescing_, "ccl startCoalescing: this group is coalescing already");
+  coalescing_ = true;
+}
+
+// The operations issued since startCoalescing are queued (the sends and receives in the pending
+// batch): the batch is posted now, and the returned work completes when the stream has run
+// everything queued so far, them included.
+c10::intrusive_ptr<c10d::Work> BackendCcl::endCoalescing() {
+  TORCH_CHECK(coalescing_, "ccl endCoalescing: startCoalescing was not called");
+  coalescing_ = false;
+  auto work = c10::make_intrusive<WorkCcl>(lane_, rank_, OpType::COALESCED, "coalesced",
+                                           std::vector<at::Tensor>{}, std::vector<at::Tensor>{});
+  if (timeout_set_) work->set_wait_timeout(timeout_);
+  lane_->submit(work, [](cclComm_t, cclStream_t) { return cclSuccess; });
+  return work;
+}
+
+at::Tensor BackendCcl::staging(const c10::intrusive_ptr<WorkCcl>& work, int64_t numel,
                                     const at::Tensor& like) {
   return lane_->staging(work, numel, like.options());
 }
 
-void ProcessGroupCcl::check_rank(const char* op, const char* what, int64_t rank) const {
+void BackendCcl::check_rank(const char* op, const char* what, int64_t rank) const {
   TORCH_CHECK(rank >= 0 && rank < size_, "ccl ", op, ": ", what, " ", rank,
               " is not a rank of this group (size ", size_, ")");
 }
 
-void ProcessGroupCcl::submit_reduction(const c10::intrusive_ptr<WorkCcl>& work,
+void BackendCcl::submit_reduction(const c10::intrusive_ptr<WorkCcl>& work,
                                        const Reduction& reduction, cclDataType_t type,
                                        ReduceLaunch launch) {
   WorkCcl* w = work.get();
@@ -164,7 +217,7 @@ void ProcessGroupCcl::submit_reduction(const c10::intrusive_ptr<WorkCcl>& work,
   });
 }
 
-WorkPtr ProcessGroupCcl::broadcast(std::vector<at::Tensor>& tensors,
+WorkPtr BackendCcl::broadcast(std::vector<at::Tensor>& tensors,
                                    const c10d::BroadcastOptions& opts) {
   const char* name = "broadcast";
   const at::Tensor& t = single_tensor(name, tensors);
@@ -183,7 +236,7 @@ WorkPtr ProcessGroupCcl::broadcast(std::vector<at::Tensor>& tensors,
   return work;
 }
 
-WorkPtr ProcessGroupCcl::allreduce(std::vector<at::Tensor>& tensors,
+WorkPtr BackendCcl::allreduce(std::vector<at::Tensor>& tensors,
                                    const c10d::AllreduceOptions& opts) {
   const char* name = "allreduce";
   if (tensors.size() == 1 && tensors[0].is_sparse()) return sparse_allreduce(tensors, opts);
@@ -204,7 +257,7 @@ WorkPtr ProcessGroupCcl::allreduce(std::vector<at::Tensor>& tensors,
 // As Gloo does it: every rank's coalesced indices and values gathered (their counts first),
 // then summed by coalescing the whole. The sizes decide the buffers, so the steps run as
 // blocking calls with the group to themselves (run_exclusive), in the group's issue order.
-WorkPtr ProcessGroupCcl::sparse_allreduce(std::vector<at::Tensor>& tensors,
+WorkPtr BackendCcl::sparse_allreduce(std::vector<at::Tensor>& tensors,
                                           const c10d::AllreduceOptions& opts) {
   const char* name = "allreduce";
   at::Tensor& tensor = tensors[0];
@@ -255,7 +308,14 @@ WorkPtr ProcessGroupCcl::sparse_allreduce(std::vector<at::Tensor>& tensors,
   return work;
 }
 
-WorkPtr ProcessGroupCcl::allreduce_coalesced(std::vector<at::Tensor>& tensors,
+WorkPtr BackendCcl::allreduce_sparse(std::vector<at::Tensor>& tensors,
+                                     const c10d::AllreduceOptions& opts) {
+  TORCH_CHECK_VALUE(tensors.size() == 1 && tensors[0].is_sparse(), "ccl allreduce_sparse: takes one ",
+                    "sparse tensor per process");
+  return sparse_allreduce(tensors, opts);
+}
+
+WorkPtr BackendCcl::allreduce_coalesced(std::vector<at::Tensor>& tensors,
                                              const c10d::AllreduceCoalescedOptions& opts) {
   const char* name = "allreduce_coalesced";
   TORCH_CHECK(!tensors.empty(), "ccl ", name, ": no tensors");
@@ -274,7 +334,7 @@ WorkPtr ProcessGroupCcl::allreduce_coalesced(std::vector<at::Tensor>& tensors,
   return work;
 }
 
-WorkPtr ProcessGroupCcl::reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) {
+WorkPtr BackendCcl::reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) {
   const char* name = "reduce";
   const at::Tensor& t = single_tensor(name, tensors);
   const cclDataType_t type = datatype_of(name, t);
@@ -297,7 +357,7 @@ WorkPtr ProcessGroupCcl::reduce(std::vector<at::Tensor>& tensors, const c10d::Re
   return work;
 }
 
-WorkPtr ProcessGroupCcl::allgather(std::vector<std::vector<at::Tensor>>& outputs,
+WorkPtr BackendCcl::allgather(std::vector<std::vector<at::Tensor>>& outputs,
                                    std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions&) {
   const char* name = "allgather";
   const at::Tensor& in = single_tensor(name, inputs);
@@ -319,7 +379,7 @@ WorkPtr ProcessGroupCcl::allgather(std::vector<std::vector<at::Tensor>>& outputs
   return work;
 }
 
-WorkPtr ProcessGroupCcl::_allgather_base(at::Tensor& output, at::Tensor& input,
+WorkPtr BackendCcl::_allgather_base(at::Tensor& output, at::Tensor& input,
                                          const c10d::AllgatherOptions&) {
   const char* name = "_allgather_base";
   const cclDataType_t type = datatype_of(name, input);
@@ -340,7 +400,7 @@ WorkPtr ProcessGroupCcl::_allgather_base(at::Tensor& output, at::Tensor& input,
   return work;
 }
 
-WorkPtr ProcessGroupCcl::allgather_coalesced(std::vector<std::vector<at::Tensor>>& output_lists,
+WorkPtr BackendCcl::allgather_coalesced(std::vector<std::vector<at::Tensor>>& output_lists,
                                              std::vector<at::Tensor>& inputs,
                                              const c10d::AllgatherOptions&) {
   const char* name = "allgather_coalesced";
@@ -370,7 +430,7 @@ WorkPtr ProcessGroupCcl::allgather_coalesced(std::vector<std::vector<at::Tensor>
   return work;
 }
 
-WorkPtr ProcessGroupCcl::gather(std::vector<std::vector<at::Tensor>>& outputs,
+WorkPtr BackendCcl::gather(std::vector<std::vector<at::Tensor>>& outputs,
                                 std::vector<at::Tensor>& inputs, const c10d::GatherOptions& opts) {
   const char* name = "gather";
   const at::Tensor& in = single_tensor(name, inputs);
@@ -402,7 +462,7 @@ WorkPtr ProcessGroupCcl::gather(std::vector<std::vector<at::Tensor>>& outputs,
   return work;
 }
 
-WorkPtr ProcessGroupCcl::scatter(std::vector<at::Tensor>& outputs,
+WorkPtr BackendCcl::scatter(std::vector<at::Tensor>& outputs,
                                  std::vector<std::vector<at::Tensor>>& inputs,
                                  const c10d::ScatterOptions& opts) {
   const char* name = "scatter";
@@ -435,7 +495,7 @@ WorkPtr ProcessGroupCcl::scatter(std::vector<at::Tensor>& outputs,
   return work;
 }
 
-WorkPtr ProcessGroupCcl::reduce_scatter(std::vector<at::Tensor>& outputs,
+WorkPtr BackendCcl::reduce_scatter(std::vector<at::Tensor>& outputs,
                                         std::vector<std::vector<at::Tensor>>& inputs,
                                         const c10d::ReduceScatterOptions& opts) {
   const char* name = "reduce_scatter";
@@ -452,7 +512,7 @@ WorkPtr ProcessGroupCcl::reduce_scatter(std::vector<at::Tensor>& outputs,
   return reduce_scatter_from(work, send, out, reduction, type);
 }
 
-c10::intrusive_ptr<WorkCcl> ProcessGroupCcl::reduce_scatter_from(
+c10::intrusive_ptr<WorkCcl> BackendCcl::reduce_scatter_from(
     const c10::intrusive_ptr<WorkCcl>& work, const at::Tensor& send, const at::Tensor& output,
     const Reduction& reduction, cclDataType_t type) {
   Staged s = stage_inout(output);
@@ -466,7 +526,7 @@ c10::intrusive_ptr<WorkCcl> ProcessGroupCcl::reduce_scatter_from(
   return work;
 }
 
-WorkPtr ProcessGroupCcl::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+WorkPtr BackendCcl::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                               const c10d::ReduceScatterOptions& opts) {
   const char* name = "_reduce_scatter_base";
   const cclDataType_t type = datatype_of(name, input);
@@ -481,7 +541,94 @@ WorkPtr ProcessGroupCcl::_reduce_scatter_base(at::Tensor& output, at::Tensor& in
                              input.contiguous(), output, reduction, type);
 }
 
-WorkPtr ProcessGroupCcl::alltoall_base(at::Tensor& output, at::Tensor& input,
+// The coalesced forms (FSDP's): every input packed into one buffer, so the pieces go as one
+// collective. allgather: the buffer laid [input 0, input 1, ...] per rank; each output i takes
+// rank r's piece i. reduce-scatter: the buffer laid per destination rank r as [input 0's part r,
+// input 1's part r, ...], so the result is [output 0, output 1, ...].
+namespace {
+
+void check_coalesced(const char* op, const std::vector<at::Tensor>& outputs,
+                     const std::vector<at::Tensor>& inputs, int size, bool gather) {
+  TORCH_CHECK_VALUE(!inputs.empty() && inputs.size() == outputs.size(), "ccl ", op, ": ",
+                    inputs.size(), " inputs and ", outputs.size(), " outputs (one output per input)");
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    check_tensor(op, inputs[i]);
+    check_tensor(op, outputs[i]);
+    TORCH_CHECK_VALUE(inputs[i].scalar_type() == inputs[0].scalar_type() &&
+                          outputs[i].scalar_type() == inputs[0].scalar_type(),
+                      "ccl ", op, ": tensor pair ", i, " (", describe(inputs[i]), ", ",
+                      describe(outputs[i]), ") differs in dtype from ", describe(inputs[0]));
+    const int64_t small = gather ? inputs[i].numel() : outputs[i].numel();
+    const int64_t large = gather ? outputs[i].numel() : inputs[i].numel();
+    TORCH_CHECK_VALUE(large == size * small, "ccl ", op, ": pair ", i, ": the ",
+                      gather ? "output" : "input", " has ", large, " elements, not world size x ",
+                      gather ? "input" : "output", " (", size, " x ", small, ")");
+  }
+}
+
+}  // namespace
+
+WorkPtr BackendCcl::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                    std::vector<at::Tensor>& inputs,
+                                                    const c10d::AllgatherOptions&) {
+  const char* name = "allgather_into_tensor_coalesced";
+  check_coalesced(name, outputs, inputs, size_, /*gather=*/true);
+  const cclDataType_t type = datatype_of(name, inputs[0]);
+  auto work = new_work(OpType::ALLGATHER_INTO_TENSOR_COALESCED, name, outputs, inputs);
+  const int64_t total = element_count(inputs);
+  at::Tensor send = pack_into(staging(work, total, inputs[0]), inputs);
+  at::Tensor flat = staging(work, size_ * total, inputs[0]);
+  // A non-contiguous output receives through a contiguous copy (stage_inout), in that order.
+  std::vector<Staged> staged;
+  for (auto& out : outputs) staged.push_back(stage_inout(out));
+  std::vector<std::pair<at::Tensor, at::Tensor>> back;
+  for (int r = 0; r < size_; ++r) {
+    int64_t at = r * total;
+    for (auto& s : staged) {
+      const int64_t n = s.buffer.numel() / size_;
+      back.emplace_back(s.buffer.view({-1}).narrow(0, r * n, n), flat.narrow(0, at, n));
+      at += n;
+    }
+  }
+  for (auto& s : staged) back.insert(back.end(), s.copy_back.begin(), s.copy_back.end());
+  work->copy_back_after(std::move(back));
+  lane_->submit(work, [send, flat, type](cclComm_t comm, cclStream_t stream) {
+    return cclAllGather(send.data_ptr(), flat.data_ptr(), send.numel(), type, comm, stream);
+  });
+  return work;
+}
+
+WorkPtr BackendCcl::reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                    std::vector<at::Tensor>& inputs,
+                                                    const c10d::ReduceScatterOptions& opts) {
+  const char* name = "reduce_scatter_tensor_coalesced";
+  check_coalesced(name, outputs, inputs, size_, /*gather=*/false);
+  const cclDataType_t type = datatype_of(name, inputs[0]);
+  const Reduction reduction = reduction_of(name, opts.reduceOp, inputs[0]);
+  auto work = new_work(OpType::REDUCE_SCATTER_TENSOR_COALESCED, name, outputs, inputs);
+  const int64_t total = element_count(outputs);
+  at::Tensor send = staging(work, size_ * total, inputs[0]);
+  for (int r = 0; r < size_; ++r) {
+    int64_t at = r * total;
+    for (auto& in : inputs) {
+      const int64_t n = in.numel() / size_;
+      send.narrow(0, at, n).copy_(in.reshape({-1}).narrow(0, r * n, n));
+      at += n;
+    }
+  }
+  at::Tensor flat = staging(work, total, inputs[0]);
+  std::vector<std::pair<at::Tensor, at::Tensor>> back;
+  unpack_into(back, outputs, flat, 0);
+  work->copy_back_after(std::move(back));
+  submit_reduction(work, reduction, type,
+                   [send, flat, type](cclComm_t comm, cclStream_t stream, cclRedOp_t op) {
+                     return cclReduceScatter(send.data_ptr(), flat.data_ptr(), flat.numel(), type,
+                                             op, comm, stream);
+                   });
+  return work;
+}
+
+WorkPtr BackendCcl::alltoall_base(at::Tensor& output, at::Tensor& input,
                                        std::vector<int64_t>& output_splits,
                                        std::vector<int64_t>& input_splits,
                                        const c10d::AllToAllOptions&) {
@@ -516,7 +663,7 @@ WorkPtr ProcessGroupCcl::alltoall_base(at::Tensor& output, at::Tensor& input,
   return work;
 }
 
-WorkPtr ProcessGroupCcl::alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+WorkPtr BackendCcl::alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
                                   const c10d::AllToAllOptions&) {
   const char* name = "alltoall";
   TORCH_CHECK(static_cast<int>(inputs.size()) == size_ && static_cast<int>(outputs.size()) == size_,
@@ -550,7 +697,7 @@ WorkPtr ProcessGroupCcl::alltoall(std::vector<at::Tensor>& outputs, std::vector<
 }
 
 // torch's tag is not matched: ccl matches a pair's messages in the order they were posted.
-WorkPtr ProcessGroupCcl::send(std::vector<at::Tensor>& tensors, int dst, int /*tag*/) {
+WorkPtr BackendCcl::send(std::vector<at::Tensor>& tensors, int dst, int /*tag*/) {
   const char* name = "send";
   const at::Tensor& t = single_tensor(name, tensors);
   const cclDataType_t type = datatype_of(name, t);
@@ -563,7 +710,7 @@ WorkPtr ProcessGroupCcl::send(std::vector<at::Tensor>& tensors, int dst, int /*t
   return work;
 }
 
-WorkPtr ProcessGroupCcl::recv(std::vector<at::Tensor>& tensors, int src, int /*tag*/) {
+WorkPtr BackendCcl::recv(std::vector<at::Tensor>& tensors, int src, int /*tag*/) {
   const char* name = "recv";
   const at::Tensor& t = single_tensor(name, tensors);
   const cclDataType_t type = datatype_of(name, t);
@@ -582,7 +729,7 @@ WorkPtr ProcessGroupCcl::recv(std::vector<at::Tensor>& tensors, int src, int /*t
 // group's queued operations, then for the first peer whose message begins to arrive, and
 // receives it. So the call returns once the message is in (irecv without src is a blocking
 // recv; Gloo's returns at once), and the work's _source_rank() names the sender.
-WorkPtr ProcessGroupCcl::recvAnysource(std::vector<at::Tensor>& tensors, int /*tag*/) {
+WorkPtr BackendCcl::recvAnysource(std::vector<at::Tensor>& tensors, int /*tag*/) {
   const char* name = "recv";
   const at::Tensor& t = single_tensor(name, tensors);
   const cclDataType_t type = datatype_of(name, t);
@@ -602,7 +749,7 @@ WorkPtr ProcessGroupCcl::recvAnysource(std::vector<at::Tensor>& tensors, int /*t
   return work;
 }
 
-WorkPtr ProcessGroupCcl::barrier(const c10d::BarrierOptions& opts) {
+WorkPtr BackendCcl::barrier(const c10d::BarrierOptions& opts) {
   auto work = new_work(OpType::BARRIER, "barrier", {}, {});
   // A call's own timeout bounds its wait (the barrier stays queued: a late rank still meets it).
   if (opts.timeout != c10d::kUnsetTimeout && opts.timeout.count() > 0) {
@@ -612,14 +759,14 @@ WorkPtr ProcessGroupCcl::barrier(const c10d::BarrierOptions& opts) {
   return work;
 }
 
-void ProcessGroupCcl::monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) {
+void BackendCcl::monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) {
   // Blocking, so a scoped span (no work to carry one); nothing while no profiler listens.
   RECORD_USER_SCOPE("ccl:monitored_barrier");
   using Clock = std::chrono::steady_clock;
   const std::chrono::milliseconds timeout =
       opts.timeout == c10d::kUnsetTimeout ? timeout_ : opts.timeout;
-  TORCH_CHECK(timeout.count() > 0, "ccl monitored_barrier: the timeout must be positive (",
-              timeout.count(), " ms)");
+  TORCH_CHECK_VALUE(timeout.count() >= 0, "ccl monitored_barrier: the timeout must not be "
+                    "negative (", timeout.count(), " ms)");
   TORCH_CHECK(store_, "ccl monitored_barrier: this group was made by shrink or grow and has no ",
               "store to check in through");
   const Clock::time_point deadline = Clock::now() + timeout;
@@ -644,6 +791,7 @@ void ProcessGroupCcl::monitoredBarrier(const c10d::BarrierOptions& opts, bool wa
     return;
   }
   std::vector<int> late;
+  bool out_of_time = false;  // the deadline passed before a late rank could be waited for
   for (int r = 1; r < size_ && (wait_all_ranks || late.empty()); ++r) {
     const std::string key = round + std::to_string(r);
     bool arrived = false;
@@ -654,12 +802,17 @@ void ProcessGroupCcl::monitoredBarrier(const c10d::BarrierOptions& opts, bool wa
         arrived = true;
       } else {
         arrived = store_->check({key});
+        out_of_time = out_of_time || (!arrived && late.empty());
       }
     } catch (const std::exception&) {
       arrived = false;  // the store's timeout
     }
     if (!arrived) late.push_back(r);
   }
+  // As Gloo words it: rank 0 ran out of its time before it could wait for anyone late (a
+  // timeout of 0, or one the earlier ranks used up).
+  TORCH_CHECK(!out_of_time || wait_all_ranks, "Rank 0 timed out in monitoredBarrier after ",
+              timeout.count(), " ms");
   if (!late.empty()) {
     std::string ranks;
     for (int r : late) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
