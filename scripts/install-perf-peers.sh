@@ -1,14 +1,13 @@
 #!/usr/bin/env bash
 # Installs, with apt-get, whatever perf/compare's peers need that is missing: MPICH (mpicc.mpich,
-# mpiexec.mpich, next to Open MPI from install-deps.sh), PyTorch for Gloo (Debian's
-# python3-torch, which runs under /usr/bin/python3) and iperf3 (the link limits perf/net/ measures
-# beside ccl's network transports). Idempotent: does nothing (and needs no
-# network) when everything is there. Debian 12.
+# mpiexec.mpich, next to Open MPI from install-deps.sh) and iperf3 (the link limits perf/net/
+# measures beside ccl's network transports); PyTorch for Gloo is the project's .venv
+# (install-deps.sh). Idempotent: does nothing (and needs no network) when everything is there.
+# Debian 12.
 set -euo pipefail
 
 packages=(
   mpich libmpich-dev
-  python3-torch
   iperf3
 )
 

@@ -30,7 +30,7 @@ import torch.distributed as dist  # noqa: E402
 import torch.nn as nn  # noqa: E402
 from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
 
-import ccl_torch  # noqa: E402,F401  (registers the backend "ccl")
+import ccl_torch  # noqa: E402  (registers ccl_torch.BACKEND)
 from ccl_torch import elastic  # noqa: E402
 
 
@@ -161,7 +161,7 @@ def worker(args):
     else:
         # file:// in the run's directory: a store no rank hosts (env:// would have rank 0 host
         # it). Only this first group uses it; the shrunk and grown groups need none.
-        dist.init_process_group("ccl", init_method=f"file://{run_dir}/init", rank=world_rank,
+        dist.init_process_group(ccl_torch.BACKEND, init_method=f"file://{run_dir}/init", rank=world_rank,
                                 world_size=world_size, timeout=timeout)
         group, rank, size = dist.distributed_c10d._get_default_group(), world_rank, world_size
         step = 0

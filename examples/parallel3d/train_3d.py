@@ -413,8 +413,8 @@ def main(argv=None):
             print(f"step {step:3d}  loss {loss:.6f}", flush=True)
         return 0
     import torch.distributed as dist
-    import ccl_torch  # noqa: F401  (registers the backend "ccl")
-    dist.init_process_group("ccl", timeout=datetime.timedelta(seconds=120))
+    import ccl_torch  # registers ccl_torch.BACKEND
+    dist.init_process_group(ccl_torch.BACKEND, timeout=datetime.timedelta(seconds=120))
     rank = dist.get_rank()
 
     def log(text):

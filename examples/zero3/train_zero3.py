@@ -217,9 +217,9 @@ def main():
         train_reference(args.steps)
         return
     import torch.distributed as dist
-    import ccl_torch  # noqa: F401  (registers the "ccl" backend)
+    import ccl_torch  # registers ccl_torch.BACKEND
 
-    dist.init_process_group("ccl", init_method="env://")
+    dist.init_process_group(ccl_torch.BACKEND, init_method="env://")
     try:
         train_zero3(args.steps, prefetch=args.prefetch)
     finally:

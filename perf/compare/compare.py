@@ -17,7 +17,8 @@ Peers are "runners" (see RUNNERS below): each knows how to build its command lin
 run here, and which library its binary must report. ccl runs the collective's build/perf/*_perf
 binary under build/tools/cclrun; Open MPI runs build/perf/mpi_coll_bench under mpirun.openmpi and
 MPICH build/perf/mpich_coll_bench (both perf/compare/mpi_coll_bench.c) under mpiexec.mpich; Gloo
-runs perf/compare/gloo_bench.py under /usr/bin/python3 (PyTorch's torch.distributed), and is
+runs perf/compare/gloo_bench.py under the project's .venv/bin/python (PyTorch's torch.distributed,
+scripts/install-venv.sh), and is
 skipped, with the reason, for a collective that torch's Gloo lacks. All print nccl-tests' table,
 so one parser reads them. Standard library only.
 """
@@ -34,6 +35,10 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence
+
+# The project's virtual environment, where scripts/install-venv.sh installs torch.
+DEFAULT_GLOO_PYTHON = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), ".venv", "bin", "python")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -143,7 +148,7 @@ class Config:
     ccl_launcher: str = "cclrun"
     collective: str = "allreduce"
     mpich_args: List[str] = field(default_factory=list)
-    gloo_python: str = "/usr/bin/python3"
+    gloo_python: str = DEFAULT_GLOO_PYTHON
 
 
 def which_first(names: Sequence[str]) -> Optional[str]:
@@ -626,8 +631,8 @@ def main(argv=None) -> int:
     ap.add_argument("--mpirun-args", default="",
                     help="extra Open MPI mpirun flags, e.g. '--bind-to none'")
     ap.add_argument("--mpich-args", default="", help="extra MPICH mpiexec flags")
-    ap.add_argument("--gloo-python", default="/usr/bin/python3",
-                    help="a python with torch.distributed (default /usr/bin/python3)")
+    ap.add_argument("--gloo-python", default=DEFAULT_GLOO_PYTHON,
+                    help="a python with torch.distributed (default the project's .venv)")
     ap.add_argument("--timeout", type=int, default=600, help="seconds per launch")
     ap.add_argument("--markdown", action="store_true", help="print a Markdown table")
     ap.add_argument("--json", default=None, help="also write every launch's numbers here")

@@ -1,7 +1,7 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """gloo_bench: the *_perf sweeps through PyTorch's Gloo, for perf/compare.
 
-  /usr/bin/python3 perf/compare/gloo_bench.py -np 2 --collective broadcast -b 8 -e 64M -f 4 -n 20
+  .venv/bin/python perf/compare/gloo_bench.py -np 2 --collective broadcast -b 8 -e 64M -f 4 -n 20
 
 Starts -np local ranks (subprocesses of this script, told their RANK, WORLD_SIZE, MASTER_ADDR and
 MASTER_PORT as torchrun would), each calling torch.distributed (backend "gloo") on float32 CPU
@@ -19,7 +19,7 @@ reduce_scatter_tensor) is reported on one "# unsupported: ..." line, with exit s
 Every wait is bounded: --timeout limits the whole run (the launcher kills its ranks when it
 expires) and each rank's process-group operations.
 
-Needs torch with distributed support (Debian: python3-torch, under /usr/bin/python3).
+Needs torch with distributed support (the project's .venv: scripts/install-venv.sh).
 """
 
 import argparse
@@ -342,8 +342,8 @@ def main(argv=None):
     # Only look for torch here (importing it takes seconds); a rank reports a torch without gloo.
     import importlib.util
     if importlib.util.find_spec("torch") is None:
-        print(f"gloo_bench: no torch for {sys.executable}; Debian: python3-torch, run with "
-              "/usr/bin/python3", file=sys.stderr)
+        print(f"gloo_bench: no torch for {sys.executable}; run it with the project's "
+              ".venv/bin/python (scripts/install-venv.sh)", file=sys.stderr)
         return 2
     return launch(opt, argv)
 

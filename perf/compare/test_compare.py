@@ -207,7 +207,8 @@ class CommandTest(unittest.TestCase):
 
     def test_gloo(self):
         cmd = compare.GlooRunner(config("broadcast")).command(256 << 20)
-        self.assertEqual(cmd[0], "/usr/bin/python3")
+        self.assertEqual(cmd[0], compare.DEFAULT_GLOO_PYTHON)
+        self.assertTrue(cmd[0].endswith(".venv/bin/python"))
         self.assertTrue(cmd[1].endswith("gloo_bench.py"))
         self.assertEqual(self.flags(cmd, "-np"), "2")
         self.assertEqual(self.flags(cmd, "-k"), "broadcast")

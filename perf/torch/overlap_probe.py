@@ -22,7 +22,7 @@ import torch.distributed as dist
 from bench_launch import launch_ranks
 
 try:
-    import ccl_torch  # noqa: F401  (registers "ccl")
+    import ccl_torch  # registers ccl_torch.BACKEND
 except ImportError as e:
     sys.exit(f"overlap_probe: cannot import ccl_torch ({e}): set PYTHONPATH")
 
@@ -49,7 +49,7 @@ def timed(pg, bufs, a, b, work, comm):
 
 def worker(rank, size, init, queue):
     torch.set_num_threads(1)
-    dist.init_process_group("ccl", init_method=init, rank=rank, world_size=size,
+    dist.init_process_group(ccl_torch.BACKEND, init_method=init, rank=rank, world_size=size,
                             timeout=datetime.timedelta(seconds=120))
     groups = {"ccl": dist.group.WORLD, "gloo": dist.new_group(backend="gloo")}
     bufs = [torch.ones(FLOATS) for _ in range(BUCKETS)]

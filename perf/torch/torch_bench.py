@@ -11,15 +11,18 @@ models: `--model mlp` (Linear layers: on this machine's reference BLAS, compute-
 `--model embedding` (EmbeddingBag tables with dense gradients and a small MLP head, as
 recommendation models: most parameters, little arithmetic, so communication-heavy). Each rank
 count is launched `--launches` times (fresh processes); the ratios are given for the worst launch
-of each backend and for the best.
+of each backend and for the median one.
 
-Collectives: torch.distributed.all_reduce / broadcast / all_gather of float32 tensors per size,
-median of the repetitions, busbw as nccl-tests defines it (allreduce 2(n-1)/n, broadcast 1,
-allgather (n-1)/n of algbw, algbw = bytes / time; allgather's bytes are the output's).
+Collectives: torch.distributed.all_reduce / broadcast / all_gather_into_tensor /
+reduce_scatter_tensor of float32 tensors per size (8 B to 64 MiB by default), median of the
+repetitions within a launch, busbw as nccl-tests defines it (allreduce 2(n-1)/n, broadcast 1,
+allgather and reducescatter (n-1)/n of algbw, algbw = bytes / time; allgather's and
+reducescatter's bytes are the larger buffer's). Every launch measures them; the tables give, per
+backend, the median over the launches and the worst launch (lowest busbw).
 
 Usage (PYTHONPATH must reach ccl_torch: a build tree's bindings/torch or an install's python/):
-  PYTHONPATH=build/bindings/torch /usr/bin/python3 perf/torch/torch_bench.py --np 2,4
-  PYTHONPATH=build/bindings/torch /usr/bin/python3 perf/torch/torch_bench.py --np 2,4 \
+  PYTHONPATH=build/bindings/torch .venv/bin/python perf/torch/torch_bench.py --np 2,4
+  PYTHONPATH=build/bindings/torch .venv/bin/python perf/torch/torch_bench.py --np 2,4 \
       --no-collectives --model embedding --width 64 --depth 8 --rows 4096 --bucket-cap-mb 1 \
       --bucket-view
 """
@@ -36,7 +39,7 @@ import torch.distributed as dist
 from bench_launch import launch_ranks
 
 try:
-    import ccl_torch  # noqa: F401  (registers the backend "ccl", in the spawned ranks too)
+    import ccl_torch  # registers ccl_torch.BACKEND, in the spawned ranks too
 except ImportError as e:
     sys.exit(f"torch_bench: cannot import ccl_torch ({e}): set PYTHONPATH to a build tree's "
              "bindings/torch or an install's python/")
@@ -119,23 +122,28 @@ def bench_ddp(rank, size, args, groups):
     return {name: {k: statistics.median(v) for k, v in r.items()} for name, r in results.items()}
 
 
+COLLECTIVES = ("all_reduce", "broadcast", "all_gather", "reduce_scatter")
+
+
 def bench_collectives(rank, size, args, groups):
     factor = {"all_reduce": 2 * (size - 1) / size, "broadcast": 1.0,
-              "all_gather": (size - 1) / size}
+              "all_gather": (size - 1) / size, "reduce_scatter": (size - 1) / size}
     out = {}
-    for coll in ("all_reduce", "broadcast", "all_gather"):
+    for coll in COLLECTIVES:
         for nbytes in args.sizes:
             n = max(1, nbytes // 4)
             t = torch.ones(n)
-            outs = [torch.empty(n) for _ in range(size)]
+            big = torch.ones(n * size)
             for name, pg in groups.items():
                 def once():
                     if coll == "all_reduce":
                         dist.all_reduce(t, group=pg)
                     elif coll == "broadcast":
                         dist.broadcast(t, src=0, group=pg)
+                    elif coll == "all_gather":
+                        dist.all_gather_into_tensor(big, t, group=pg)
                     else:
-                        dist.all_gather(outs, t, group=pg)
+                        dist.reduce_scatter_tensor(t, big, group=pg)
                 for _ in range(3):
                     once()
                 iters = max(3, min(200, int(2e8 // max(nbytes, 1) // 8)))
@@ -147,16 +155,18 @@ def bench_collectives(rank, size, args, groups):
                         once()
                     samples.append((time.perf_counter() - start) / iters)
                 sec = statistics.median(samples)
-                moved = n * 4 * (size if coll == "all_gather" else 1)
+                moved = n * 4 * (size if coll in ("all_gather", "reduce_scatter") else 1)
                 out[(coll, n * 4, name)] = (sec * 1e6, moved / sec / 1e9 * factor[coll])
     return out
 
 
 def worker(rank, size, init, args, queue):
     torch.set_num_threads(args.threads)  # as torchrun does (OMP_NUM_THREADS=1) with several ranks
-    dist.init_process_group("ccl", init_method=init, rank=rank, world_size=size,
+    dist.init_process_group(ccl_torch.BACKEND, init_method=init, rank=rank, world_size=size,
                             timeout=datetime.timedelta(seconds=300))
     groups = {"ccl": dist.group.WORLD, "gloo": dist.new_group(backend="gloo")}
+    if args.gloo_first:  # the order of the alternation, swapped between launches
+        groups = {"gloo": groups["gloo"], "ccl": groups["ccl"]}
     ddp = bench_ddp(rank, size, args, groups)
     colls = bench_collectives(rank, size, args, groups) if args.collectives else {}
     if rank == 0:
@@ -169,10 +179,11 @@ def communication(v):
     return max(v["step"] - v["compute"], 1e-9)
 
 
-def launch(size, args, with_collectives):
+def launch(size, args, with_collectives, launch_index):
     """One launch: `size` fresh rank processes; returns rank 0's (ddp, collectives) results."""
     run_args = argparse.Namespace(**vars(args))
     run_args.collectives = with_collectives
+    run_args.gloo_first = launch_index % 2 == 1
     return launch_ranks(worker, size, (run_args,), 1800, "torch_bench")
 
 
@@ -192,19 +203,19 @@ def main():
     p.add_argument("--batch", type=int, default=8, help="DDP: samples per rank and step")
     p.add_argument("--steps", type=int, default=10, help="DDP: steps per round")
     p.add_argument("--rounds", type=int, default=3, help="alternations between the backends")
-    p.add_argument("--sizes", default="4096,65536,1048576,16777216",
+    p.add_argument("--sizes", default="8,1024,65536,1048576,16777216,67108864",
                    help="collective sizes in bytes")
     p.add_argument("--threads", type=int, default=1, help="torch threads per rank")
-    p.add_argument("--launches", type=int, default=3,
-                   help="fresh launches per rank count (DDP in each, collectives in the first)")
+    p.add_argument("--launches", type=int, default=5,
+                   help="fresh launches per rank count (DDP and the collectives in each; the "
+                        "backends' order alternates from one launch to the next)")
     p.add_argument("--no-collectives", dest="collectives", action="store_false")
     args = p.parse_args()
     args.sizes = [int(s) for s in args.sizes.split(",")]
     print(f"# DDP model: {describe_model(args)}; medians of {args.rounds} x {args.steps} steps")
     print(f"# {os.cpu_count()} CPUs; torch {torch.__version__}")
     for size in [int(s) for s in args.np.split(",")]:
-        launches = [launch(size, args, with_collectives=(i == 0 and args.collectives))
-                    for i in range(args.launches)]
+        launches = [launch(size, args, args.collectives, i) for i in range(args.launches)]
         print(f"\n## {size} ranks: DDP, {args.launches} launches\n")
         print("| launch | backend | step (ms) | compute-only step (ms) | communication (ms) |")
         print("|---|---|---:|---:|---:|")
@@ -212,25 +223,34 @@ def main():
             for name, v in ddp.items():
                 print(f"| {i + 1} | {name} | {v['step'] * 1e3:.2f} | {v['compute'] * 1e3:.2f} | "
                       f"{communication(v) * 1e3:.2f} |")
-        # The ratios between each backend's worst launch (longest step), and between the best.
-        for label, pick in (("worst", max), ("best", min)):
-            c, g = (pick((ddp[name] for ddp, _ in launches), key=lambda v: v["step"])
+        # The ratios between each backend's worst launch (longest step), and between the median.
+        def median_launch(runs, key):
+            return sorted(runs, key=key)[len(runs) // 2]
+
+        for label, pick in (("worst", max), ("median", median_launch)):
+            c, g = (pick([ddp[name] for ddp, _ in launches], key=lambda v: v["step"])
                     for name in ("ccl", "gloo"))
             print(f"\nGloo / ccl, {label} launch of each: step {g['step'] / c['step']:.2f}x, "
                   f"communication {communication(g) / communication(c):.1f}x")
-        colls = launches[0][1]
-        if colls:
-            print(f"\n## {size} ranks: torch.distributed collectives, float32\n")
-            print("| collective | bytes | ccl (us) | ccl busbw (GB/s) | gloo (us) | "
-                  "gloo busbw (GB/s) | ccl / gloo busbw |")
+        if args.collectives:
+            print(f"\n## {size} ranks: torch.distributed collectives, float32, "
+                  f"{args.launches} launches\n")
+            print("| collective | bytes | ccl median (us) | ccl busbw median / worst (GB/s) | "
+                  "gloo median (us) | gloo busbw median / worst (GB/s) | "
+                  "ccl / gloo busbw, median / worst |")
             print("|---|---:|---:|---:|---:|---:|---:|")
-            for coll in ("all_reduce", "broadcast", "all_gather"):
+            for coll in COLLECTIVES:
                 for nbytes in args.sizes:
                     nb = max(1, nbytes // 4) * 4
-                    cu, cb = colls[(coll, nb, "ccl")]
-                    gu, gb = colls[(coll, nb, "gloo")]
-                    print(f"| {coll} | {nb} | {cu:.1f} | {cb:.2f} | {gu:.1f} | {gb:.2f} | "
-                          f"{cb / gb:.1f}x |")
+                    row = {}
+                    for name in ("ccl", "gloo"):
+                        runs = [colls[(coll, nb, name)] for _, colls in launches]
+                        row[name] = (statistics.median(u for u, _ in runs),
+                                     statistics.median(b for _, b in runs),
+                                     min(b for _, b in runs))
+                    (cu, cb, cw), (gu, gb, gw) = row["ccl"], row["gloo"]
+                    print(f"| {coll} | {nb} | {cu:.1f} | {cb:.2f} / {cw:.2f} | {gu:.1f} | "
+                          f"{gb:.2f} / {gw:.2f} | {cb / gb:.1f}x / {cw / gw:.1f}x |")
         sys.stdout.flush()
 
 

@@ -65,3 +65,30 @@ def _register():
 
 
 _register()
+
+
+# torch before 2.14 runs torch.distributed.monitored_barrier on Gloo's groups only; from 2.14 on
+# any group with a CPU backend. On the older ones, ccl's groups get it through this wrapper.
+def _torch_allows_monitored_barrier():
+    major, minor = (int(x) for x in torch.__version__.split("+")[0].split(".")[:2])
+    return (major, minor) >= (2, 14)
+
+
+if not _torch_allows_monitored_barrier():
+    _torch_monitored_barrier = dist.monitored_barrier
+
+    def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
+        """torch.distributed.monitored_barrier for ccl's groups too (BackendCcl's: rank 0 names
+        the ranks that did not arrive within `timeout`, every one with wait_all_ranks)."""
+        c10d = dist.distributed_c10d
+        if group is not None and c10d._rank_not_in_group(group):
+            return _torch_monitored_barrier(group, timeout, wait_all_ranks)
+        if dist.get_backend(group) != BACKEND:
+            return _torch_monitored_barrier(group, timeout, wait_all_ranks)
+        if timeout is None:
+            timeout = c10d.default_pg_timeout
+        group_to_use = c10d._get_default_group() if group is None else group
+        return group_to_use.monitored_barrier(timeout, wait_all_ranks=wait_all_ranks)
+
+    dist.monitored_barrier = monitored_barrier
+    dist.distributed_c10d.monitored_barrier = monitored_barrier

@@ -39,10 +39,9 @@ __all__ = [
 ]
 
 
-# torch 1.13 names them all_gather_into_tensor / reduce_scatter_tensor and warns on the older
-# names; both reach the process group's _allgather_base / _reduce_scatter_base.
-_all_gather_into = getattr(dist, "all_gather_into_tensor", None) or dist._all_gather_base
-_reduce_scatter_into = getattr(dist, "reduce_scatter_tensor", None) or dist._reduce_scatter_base
+# torch 2.x's public names of the backend's _allgather_base / _reduce_scatter_base.
+_all_gather_into = dist.all_gather_into_tensor
+_reduce_scatter_into = dist.reduce_scatter_tensor
 
 
 def _size(group):

@@ -56,9 +56,9 @@ __all__ = ["ZeroDataParallel", "Sgd", "Adam", "AdamW", "Lamb", "Lars"]
 
 _PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 _FORMAT = "ccl_torch.zero"
-# torch 1.13's public names of _reduce_scatter_base and _all_gather_base (the same operations).
-_reduce_scatter = getattr(dist, "reduce_scatter_tensor", None) or dist._reduce_scatter_base
-_all_gather = getattr(dist, "all_gather_into_tensor", None) or dist._all_gather_base
+# torch 2.x's public names of the backend's _reduce_scatter_base and _allgather_base.
+_reduce_scatter = dist.reduce_scatter_tensor
+_all_gather = dist.all_gather_into_tensor
 _VERSION = 1
 
 

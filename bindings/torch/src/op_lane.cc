@@ -30,7 +30,14 @@ OpLane::OpLane(cclComm_t comm, int rank, int size) : rank_(rank), size_(size), c
 OpLane::~OpLane() { shut_down(); }
 
 std::string OpLane::describe_locked(const char* name, cclResult_t result) const {
-  std::string text = std::string("ccl ") + name + ": " + cclGetErrorString(result);
+  std::string text = std::string("ccl ") + name + ": ";
+  // torch's suite (and users' scripts) look for Gloo's " Timed out " in a timeout's message.
+  if (result == cclTimeout) {
+    text += std::string("Timed out at the communicator's timeout (") + cclGetErrorString(result) +
+            ")";
+  } else {
+    text += cclGetErrorString(result);
+  }
   const char* detail = comm_ != nullptr ? cclGetLastError(comm_) : nullptr;
   if (detail != nullptr && *detail != '\0') text += std::string(": ") + detail;
   return text;

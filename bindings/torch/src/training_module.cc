@@ -1,5 +1,5 @@
 // The Python module ccl_torch._training: ccl's training layer (C++20, in libccl) for
-// ccl_torch.hooks and ccl_torch.optim. It includes no torch header (torch 1.13's are C++17):
+// ccl_torch.hooks and ccl_torch.optim. It includes no torch header (only the pybind11 torch ships):
 // tensors arrive as (data pointer, element count), already checked by the Python side to be
 // contiguous float32 CPU tensors, and communicators as the cclComm_t of a ccl process group
 // (BackendCcl._run_exclusive hands it over while the group's queue is drained and held).

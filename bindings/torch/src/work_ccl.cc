@@ -127,13 +127,10 @@ bool WorkCcl::wait(std::chrono::milliseconds timeout) {
       std::this_thread::sleep_for(std::chrono::microseconds(50));
       r = cclEventQuery(event_);
     }
-    if (r == cclInProgress) {
-      // The operation stays in flight (the communicator's own timeout still bounds it); the
-      // group counts as failed, so that it is aborted rather than destroyed.
-      lane_->note_failure(cclTimeout);
-      TORCH_CHECK(false, "ccl ", name_, ": Timed out waiting ", timeout.count(),
-                  "ms for the operation to complete (the wait's timeout)");
-    }
+    // The operation stays queued (the communicator's own timeout still bounds it): a later
+    // wait may see it complete, once a late rank meets it. Worded as Gloo's.
+    TORCH_CHECK(r != cclInProgress, "ccl ", name_, ": Timed out waiting ", timeout.count(),
+                "ms for the operation to complete (the wait's timeout)");
     complete(r);
   }
   // complete() may have run on another thread: wait for it to publish, then raise its error.

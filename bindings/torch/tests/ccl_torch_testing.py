@@ -13,7 +13,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-import ccl_torch  # noqa: F401  (registers "ccl")
+import ccl_torch  # registers ccl_torch.BACKEND
 
 
 def free_port():
@@ -23,7 +23,7 @@ def free_port():
 
 
 def _entry(rank, fn, size, init_method, timeout_s, args):
-    dist.init_process_group("ccl", init_method=init_method, rank=rank, world_size=size,
+    dist.init_process_group(ccl_torch.BACKEND, init_method=init_method, rank=rank, world_size=size,
                             timeout=datetime.timedelta(seconds=timeout_s))
     try:
         fn(rank, size, *args)
@@ -36,7 +36,7 @@ def _bare_entry(rank, fn, size, args):
 
 
 def run_ranks(fn, size, *args, timeout=180, init_method=None, op_timeout=60, init=True):
-    """fn(rank, size, *args) on `size` processes (spawned), with init_process_group("ccl") first
+    """fn(rank, size, *args) on `size` processes (spawned), with init_process_group(ccl_torch.BACKEND) first
     unless init=False. Raises the first rank's failure, or AssertionError after `timeout` s."""
     with tempfile.TemporaryDirectory() as tmp:
         if init:

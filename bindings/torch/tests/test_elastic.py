@@ -1,4 +1,4 @@
-"""Recovery from a failed rank on ccl's groups (ccl_torch.elastic, ProcessGroupCcl's recovery
+"""Recovery from a failed rank on ccl's groups (ccl_torch.elastic, BackendCcl's recovery
 calls): survivors of a SIGKILL shrink and grow back to a newcomer; abort ends what is in flight
 at once; a shrink past a live rank that does not take part; bad arguments raise. CCL_TIMEOUT is
 10 s, so a wait that should have ended at once and did not shows as a slow failure, not a hang."""
@@ -25,7 +25,8 @@ EXAMPLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "
 
 
 def world():
-    return dist.distributed_c10d._get_default_group()
+    """The default group's ccl backend, which holds the recovery calls."""
+    return ccl_torch.backend_of()
 
 
 # Half of CCL_TIMEOUT: what ends within it did not wait for the timeout (it takes milliseconds;
@@ -122,7 +123,7 @@ def aborts(rank, size, d):
             "an allreduce after the abort")
     expect_error(lambda: dist.barrier(), "barrier", "aborted")
     expect_error(lambda: pg.revoke(), "revoke", "aborted")
-    expect_error(lambda: pg.shrink(), "shrink", "aborted")
+    expect_error(lambda: pg.shrink_to(), "shrink", "aborted")
     aborter.join(PROMPT)
     assert not aborter.is_alive(), "the abort did not return"
     pg.abort()  # again: nothing more
@@ -136,7 +137,7 @@ def excludes_a_live_rank(rank, size):
     t = torch.full((4,), float(rank + 1))
     if rank != 1:
         # Rank 1 is alive and does not call shrink. Without abort, the old group goes on.
-        group = world().shrink(exclude=[1], abort=False)
+        group = ccl_torch.as_process_group(world().shrink_to(exclude=[1], abort=False))
         assert (group.rank(), group.size()) == (rank // 2, 2), (group.rank(), group.size())
         x = t.clone()
         dist.all_reduce(x, group=group)
@@ -151,8 +152,8 @@ def bad_arguments(rank, size):
     pg = world()
     uid = ccl_torch.get_unique_id()
     assert isinstance(uid, bytes) and len(uid) == ccl_torch._C.UNIQUE_ID_BYTES, uid
-    expect_value_error(lambda: pg.shrink(exclude=[0]), "shrink", "this rank")
-    expect_value_error(lambda: pg.shrink(exclude=[7]), "shrink", "7", "out of range")
+    expect_value_error(lambda: pg.shrink_to(exclude=[0]), "shrink", "this rank")
+    expect_value_error(lambda: pg.shrink_to(exclude=[7]), "shrink", "7", "out of range")
     expect_value_error(lambda: pg.grow(0, uid), "grow", "nranks 0")
     expect_value_error(lambda: pg.grow(2, b"short"), "grow", "5 bytes")
     expect_value_error(lambda: ccl_torch.grow_as_newcomer(2, 5, uid), "grow", "rank 5")
@@ -171,7 +172,7 @@ def bad_arguments(rank, size):
     except KeyError:
         pass
     # a group made by shrink has no store: monitored_barrier says so
-    group = pg.shrink(abort=False)
+    group = pg.shrink_to(abort=False)
     expect_error(lambda: group.monitored_barrier(), "monitored_barrier", "no store")
     dist.all_reduce(torch.ones(2))  # the old group goes on after a shrink without abort
 

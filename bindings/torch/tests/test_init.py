@@ -9,6 +9,8 @@ import unittest
 import torch
 import torch.distributed as dist
 
+import ccl_torch
+
 from ccl_torch_testing import free_port, run_ranks
 
 
@@ -16,17 +18,17 @@ def one_allreduce(rank, size):
     t = torch.full((10,), float(rank))
     dist.all_reduce(t)
     assert torch.equal(t, torch.full((10,), float(sum(range(size)))))
-    assert dist.get_backend() == "ccl"
+    assert dist.get_backend() == ccl_torch.BACKEND
 
 
 def env_init(rank, size, port, tcp_port):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
                       WORLD_SIZE=str(size))
-    dist.init_process_group("ccl", init_method="env://")
+    dist.init_process_group(ccl_torch.BACKEND, init_method="env://")
     one_allreduce(rank, size)
     dist.destroy_process_group()
     # and again in the same process, through tcp:// on another port
-    dist.init_process_group("ccl", init_method=f"tcp://127.0.0.1:{tcp_port}", rank=rank,
+    dist.init_process_group(ccl_torch.BACKEND, init_method=f"tcp://127.0.0.1:{tcp_port}", rank=rank,
                             world_size=size)
     one_allreduce(rank, size)
     dist.destroy_process_group()
@@ -45,7 +47,7 @@ def arrive_together(rank, size, directory, bound_s=120):
 def timeout_bounds_waits(rank, size, directory):
     # init_process_group(timeout=3 s): rank 1 never joins the second allreduce.
     arrive_together(rank, size, directory)
-    dist.init_process_group("ccl", init_method="file://" + os.path.join(directory, "init"),
+    dist.init_process_group(ccl_torch.BACKEND, init_method="file://" + os.path.join(directory, "init"),
                             rank=rank, world_size=size, timeout=datetime.timedelta(seconds=3))
     t = torch.ones(4)
     dist.all_reduce(t)

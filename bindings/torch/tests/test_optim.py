@@ -6,6 +6,7 @@ import unittest
 import torch
 import torch.distributed as dist
 
+import ccl_torch
 from ccl_torch import _training
 from ccl_torch_testing import run_ranks
 
@@ -138,7 +139,8 @@ def sharded_step_equals_the_whole(rank, size):
                 if b < e:
                     pieces.append((mine[b - lo:].data_ptr(), g_mine[b - lo:].data_ptr(), e - b,
                                    exclude[t], t))
-            pg._run_exclusive(lambda comm: opt.step_sharded(pieces, len(SIZES), comm))
+            ccl_torch.backend_of(pg)._run_exclusive(
+                lambda comm: opt.step_sharded(pieces, len(SIZES), comm))
         torch.testing.assert_close(mine, whole[lo:hi], rtol=1e-6, atol=1e-6)
         assert opt.steps == 3, opt.steps
 

@@ -18,7 +18,7 @@ from ccl_torch_testing import run_ranks
 
 def trace_events(path):
     """The events of a chrome trace file: kineto writes {"traceEvents": [...]}, the legacy
-    profiler (Debian's torch 1.13 has no kineto) a bare list."""
+    profiler (a torch built without kineto) a bare list."""
     with open(path) as f:
         data = json.load(f)
     return data["traceEvents"] if isinstance(data, dict) else data

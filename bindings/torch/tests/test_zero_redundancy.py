@@ -1,4 +1,4 @@
-"""torch's own ZeroRedundancyOptimizer (torch.distributed.optim, torch 1.13) on ccl's process
+"""torch's own ZeroRedundancyOptimizer (torch.distributed.optim) on ccl's process
 group at 2 and 3 ranks, with SGD (momentum) and Adam, around a small DDP model: after a few steps
 the parameters equal those of plain DDP with the unsharded optimizer, and consolidate_state_dict
 then state_dict on rank 0 gives the whole optimizer state (each parameter's, equal to the

@@ -1,11 +1,11 @@
-"""Run by torchrun (tests/CMakeLists.txt): init_process_group("ccl") with env://, as a user
+"""Run by torchrun (tests/CMakeLists.txt): init_process_group(ccl_torch.BACKEND) with env://, as a user
 would, then one of each kind of collective."""
 import torch
 import torch.distributed as dist
 
-import ccl_torch  # noqa: F401
+import ccl_torch
 
-dist.init_process_group("ccl")
+dist.init_process_group(ccl_torch.BACKEND)
 rank, size = dist.get_rank(), dist.get_world_size()
 t = torch.full((1000,), float(rank))
 dist.all_reduce(t)

@@ -17,7 +17,12 @@ constexpr uint64_t kMaxValue = 1 << 20;
 TorchStoreClient TorchStoreClient::connect(const SocketAddress& address, Deadline deadline) {
   Socket s = Socket::connect(address, deadline);
   s.set_nodelay(true);
-  return TorchStoreClient(std::move(s), address.to_string());
+  TorchStoreClient client(std::move(s), address.to_string());
+  const uint8_t q = kValidate;
+  const uint32_t magic = kValidationMagic;
+  client.send_bytes(&q, sizeof(q), deadline);
+  client.send_bytes(&magic, sizeof(magic), deadline);
+  return client;
 }
 
 template <class Io>
@@ -28,7 +33,7 @@ void TorchStoreClient::io_explained(Io io, const char* what) {
     if (e.code() == cclRemoteError) {
       throw_error(cclRemoteError,
                   "torch's store at %s closed the connection during %s: ccl speaks the TCPStore "
-                  "protocol of torch 1.13; with another torch, set CCL_COMM_ID=host:port so "
+                  "protocol of torch 2.x; with another torch, set CCL_COMM_ID=host:port so "
                   "that rank 0 serves ccl's own rendezvous there (%s)",
                   where_.c_str(), what, e.what());
     }

@@ -4,16 +4,19 @@
 // own rendezvous on a port of its choosing, as cclGetUniqueId does, and publishes that unique id
 // in torchrun's store, where the other ranks read it.
 //
-// The wire format is torch 1.13's (the one on Debian 12; seen on the wire between torch's own
-// client and server): a request is a one-byte query type and its arguments; a string or a byte
-// vector goes as a host-order uint64 length and the bytes; nothing precedes the first request.
-//   SET  (0): key, value          no answer
-//   GET  (2): key                 value (the key must exist: WAIT first)
-//   ADD  (3): key, int64 delta    the new int64 value
-//   WAIT (5): uint64 n, n keys    one byte, 0 (stop waiting), once every key exists
-// Later torch versions renumbered the queries and open with a validation message: a server that
-// closes the connection on our first request gets an error that says so and names CCL_COMM_ID,
-// with which the ranks rendezvous on ccl's own store instead.
+// The wire format is torch 2.x's (the same from 2.0 to 2.15, in both of its servers, the classic
+// one and libuv's; torch/csrc/distributed/c10d/store/TCPStoreBackend.hpp names the values): a
+// connection opens with VALIDATE and a uint32 magic number; then a request is a one-byte query
+// type and its arguments; a string or a byte vector goes as a host-order uint64 length and the
+// bytes.
+//   VALIDATE (0): uint32 0x3C85F7CE  no answer (a server that disagrees closes the connection)
+//   SET      (1): key, value         no answer
+//   GET      (3): key                value (the key must exist: WAIT first)
+//   ADD      (4): key, int64 delta   the new int64 value
+//   WAIT     (6): uint64 n, n keys   one byte, 0 (stop waiting), once every key exists
+// torch 1.x numbered the queries otherwise and did not validate: a server that closes the
+// connection on our first request gets an error that says so and names CCL_COMM_ID, with which
+// the ranks rendezvous on ccl's own store instead.
 #pragma once
 
 #include <cstdint>
@@ -36,8 +39,9 @@ class TorchStoreClient {
   std::vector<uint8_t> get(const std::string& key, Deadline deadline);
   int64_t add(const std::string& key, int64_t delta, Deadline deadline);
 
-  // The query types (torch 1.13's QueryType), for tests.
-  enum Query : uint8_t { kSet = 0, kGet = 2, kAdd = 3, kWait = 5 };
+  // The query types (torch 2.x's QueryType) and the validation's magic number, for tests.
+  enum Query : uint8_t { kValidate = 0, kSet = 1, kGet = 3, kAdd = 4, kWait = 6 };
+  static constexpr uint32_t kValidationMagic = 0x3C85F7CE;
   static constexpr uint8_t kStopWaiting = 0;
 
  private:
