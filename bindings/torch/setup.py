@@ -86,4 +86,7 @@ extensions = [
 ]
 print(f"ccl_torch: building against torch {torch['version']} ({torch['python']}) and ccl in "
       f"{ccl_lib}", file=sys.stderr)
-setup(packages=["ccl_torch"], ext_modules=extensions)
+# One build folder per torch version: objects compiled against another torch's headers are never
+# reused (setuptools would take them as up to date).
+setup(packages=["ccl_torch"], ext_modules=extensions,
+      options={"build": {"build_base": os.path.join("build", f"torch-{torch['version']}")}})

@@ -191,7 +191,7 @@ c10::intrusive_ptr<c10d::Work> BackendCcl::endCoalescing() {
 }
 
 at::Tensor BackendCcl::staging(const c10::intrusive_ptr<WorkCcl>& work, int64_t numel,
-                                    const at::Tensor& like) {
+                               const at::Tensor& like) {
   return lane_->staging(work, numel, like.options());
 }
 
@@ -201,8 +201,8 @@ void BackendCcl::check_rank(const char* op, const char* what, int64_t rank) cons
 }
 
 void BackendCcl::submit_reduction(const c10::intrusive_ptr<WorkCcl>& work,
-                                       const Reduction& reduction, cclDataType_t type,
-                                       ReduceLaunch launch) {
+                                  const Reduction& reduction, cclDataType_t type,
+                                  ReduceLaunch launch) {
   WorkCcl* w = work.get();
   lane_->submit(work, [w, reduction, type, launch](cclComm_t comm, cclStream_t stream) {
     cclRedOp_t op = reduction.op;
@@ -218,7 +218,7 @@ void BackendCcl::submit_reduction(const c10::intrusive_ptr<WorkCcl>& work,
 }
 
 WorkPtr BackendCcl::broadcast(std::vector<at::Tensor>& tensors,
-                                   const c10d::BroadcastOptions& opts) {
+                              const c10d::BroadcastOptions& opts) {
   const char* name = "broadcast";
   const at::Tensor& t = single_tensor(name, tensors);
   const cclDataType_t type = datatype_of(name, t);
@@ -237,7 +237,7 @@ WorkPtr BackendCcl::broadcast(std::vector<at::Tensor>& tensors,
 }
 
 WorkPtr BackendCcl::allreduce(std::vector<at::Tensor>& tensors,
-                                   const c10d::AllreduceOptions& opts) {
+                              const c10d::AllreduceOptions& opts) {
   const char* name = "allreduce";
   if (tensors.size() == 1 && tensors[0].is_sparse()) return sparse_allreduce(tensors, opts);
   const at::Tensor& t = single_tensor(name, tensors);
@@ -258,7 +258,7 @@ WorkPtr BackendCcl::allreduce(std::vector<at::Tensor>& tensors,
 // then summed by coalescing the whole. The sizes decide the buffers, so the steps run as
 // blocking calls with the group to themselves (run_exclusive), in the group's issue order.
 WorkPtr BackendCcl::sparse_allreduce(std::vector<at::Tensor>& tensors,
-                                          const c10d::AllreduceOptions& opts) {
+                                     const c10d::AllreduceOptions& opts) {
   const char* name = "allreduce";
   at::Tensor& tensor = tensors[0];
   TORCH_CHECK(tensor.layout() == at::kSparse && tensor.device().is_cpu(), "ccl ", name,
@@ -310,13 +310,13 @@ WorkPtr BackendCcl::sparse_allreduce(std::vector<at::Tensor>& tensors,
 
 WorkPtr BackendCcl::allreduce_sparse(std::vector<at::Tensor>& tensors,
                                      const c10d::AllreduceOptions& opts) {
-  TORCH_CHECK_VALUE(tensors.size() == 1 && tensors[0].is_sparse(), "ccl allreduce_sparse: takes one ",
-                    "sparse tensor per process");
+  TORCH_CHECK_VALUE(tensors.size() == 1 && tensors[0].is_sparse(),
+                    "ccl allreduce_sparse: takes one ", "sparse tensor per process");
   return sparse_allreduce(tensors, opts);
 }
 
 WorkPtr BackendCcl::allreduce_coalesced(std::vector<at::Tensor>& tensors,
-                                             const c10d::AllreduceCoalescedOptions& opts) {
+                                        const c10d::AllreduceCoalescedOptions& opts) {
   const char* name = "allreduce_coalesced";
   TORCH_CHECK(!tensors.empty(), "ccl ", name, ": no tensors");
   check_dtypes(name, tensors, tensors[0]);
@@ -358,7 +358,7 @@ WorkPtr BackendCcl::reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceO
 }
 
 WorkPtr BackendCcl::allgather(std::vector<std::vector<at::Tensor>>& outputs,
-                                   std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions&) {
+                              std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions&) {
   const char* name = "allgather";
   const at::Tensor& in = single_tensor(name, inputs);
   const cclDataType_t type = datatype_of(name, in);
@@ -380,7 +380,7 @@ WorkPtr BackendCcl::allgather(std::vector<std::vector<at::Tensor>>& outputs,
 }
 
 WorkPtr BackendCcl::_allgather_base(at::Tensor& output, at::Tensor& input,
-                                         const c10d::AllgatherOptions&) {
+                                    const c10d::AllgatherOptions&) {
   const char* name = "_allgather_base";
   const cclDataType_t type = datatype_of(name, input);
   check_tensor(name, output);
@@ -401,8 +401,8 @@ WorkPtr BackendCcl::_allgather_base(at::Tensor& output, at::Tensor& input,
 }
 
 WorkPtr BackendCcl::allgather_coalesced(std::vector<std::vector<at::Tensor>>& output_lists,
-                                             std::vector<at::Tensor>& inputs,
-                                             const c10d::AllgatherOptions&) {
+                                        std::vector<at::Tensor>& inputs,
+                                        const c10d::AllgatherOptions&) {
   const char* name = "allgather_coalesced";
   TORCH_CHECK(!inputs.empty(), "ccl ", name, ": no input tensors");
   check_dtypes(name, inputs, inputs[0]);
@@ -431,7 +431,7 @@ WorkPtr BackendCcl::allgather_coalesced(std::vector<std::vector<at::Tensor>>& ou
 }
 
 WorkPtr BackendCcl::gather(std::vector<std::vector<at::Tensor>>& outputs,
-                                std::vector<at::Tensor>& inputs, const c10d::GatherOptions& opts) {
+                           std::vector<at::Tensor>& inputs, const c10d::GatherOptions& opts) {
   const char* name = "gather";
   const at::Tensor& in = single_tensor(name, inputs);
   const cclDataType_t type = datatype_of(name, in);
@@ -463,8 +463,8 @@ WorkPtr BackendCcl::gather(std::vector<std::vector<at::Tensor>>& outputs,
 }
 
 WorkPtr BackendCcl::scatter(std::vector<at::Tensor>& outputs,
-                                 std::vector<std::vector<at::Tensor>>& inputs,
-                                 const c10d::ScatterOptions& opts) {
+                            std::vector<std::vector<at::Tensor>>& inputs,
+                            const c10d::ScatterOptions& opts) {
   const char* name = "scatter";
   const at::Tensor& out = single_tensor(name, outputs);
   const cclDataType_t type = datatype_of(name, out);
@@ -496,8 +496,8 @@ WorkPtr BackendCcl::scatter(std::vector<at::Tensor>& outputs,
 }
 
 WorkPtr BackendCcl::reduce_scatter(std::vector<at::Tensor>& outputs,
-                                        std::vector<std::vector<at::Tensor>>& inputs,
-                                        const c10d::ReduceScatterOptions& opts) {
+                                   std::vector<std::vector<at::Tensor>>& inputs,
+                                   const c10d::ReduceScatterOptions& opts) {
   const char* name = "reduce_scatter";
   const at::Tensor& out = single_tensor(name, outputs);
   const cclDataType_t type = datatype_of(name, out);
@@ -512,9 +512,11 @@ WorkPtr BackendCcl::reduce_scatter(std::vector<at::Tensor>& outputs,
   return reduce_scatter_from(work, send, out, reduction, type);
 }
 
-c10::intrusive_ptr<WorkCcl> BackendCcl::reduce_scatter_from(
-    const c10::intrusive_ptr<WorkCcl>& work, const at::Tensor& send, const at::Tensor& output,
-    const Reduction& reduction, cclDataType_t type) {
+c10::intrusive_ptr<WorkCcl> BackendCcl::reduce_scatter_from(const c10::intrusive_ptr<WorkCcl>& work,
+                                                            const at::Tensor& send,
+                                                            const at::Tensor& output,
+                                                            const Reduction& reduction,
+                                                            cclDataType_t type) {
   Staged s = stage_inout(output);
   work->copy_back_after(std::move(s.copy_back));
   at::Tensor buf = s.buffer;
@@ -527,7 +529,7 @@ c10::intrusive_ptr<WorkCcl> BackendCcl::reduce_scatter_from(
 }
 
 WorkPtr BackendCcl::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
-                                              const c10d::ReduceScatterOptions& opts) {
+                                         const c10d::ReduceScatterOptions& opts) {
   const char* name = "_reduce_scatter_base";
   const cclDataType_t type = datatype_of(name, input);
   check_tensor(name, output);
@@ -550,7 +552,8 @@ namespace {
 void check_coalesced(const char* op, const std::vector<at::Tensor>& outputs,
                      const std::vector<at::Tensor>& inputs, int size, bool gather) {
   TORCH_CHECK_VALUE(!inputs.empty() && inputs.size() == outputs.size(), "ccl ", op, ": ",
-                    inputs.size(), " inputs and ", outputs.size(), " outputs (one output per input)");
+                    inputs.size(), " inputs and ", outputs.size(),
+                    " outputs (one output per input)");
   for (size_t i = 0; i < inputs.size(); ++i) {
     check_tensor(op, inputs[i]);
     check_tensor(op, outputs[i]);
@@ -574,7 +577,7 @@ WorkPtr BackendCcl::allgather_into_tensor_coalesced(std::vector<at::Tensor>& out
   const char* name = "allgather_into_tensor_coalesced";
   check_coalesced(name, outputs, inputs, size_, /*gather=*/true);
   const cclDataType_t type = datatype_of(name, inputs[0]);
-  auto work = new_work(OpType::ALLGATHER_INTO_TENSOR_COALESCED, name, outputs, inputs);
+  auto work = new_work(kAllgatherIntoTensorCoalesced, name, outputs, inputs);
   const int64_t total = element_count(inputs);
   at::Tensor send = pack_into(staging(work, total, inputs[0]), inputs);
   at::Tensor flat = staging(work, size_ * total, inputs[0]);
@@ -605,7 +608,7 @@ WorkPtr BackendCcl::reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& out
   check_coalesced(name, outputs, inputs, size_, /*gather=*/false);
   const cclDataType_t type = datatype_of(name, inputs[0]);
   const Reduction reduction = reduction_of(name, opts.reduceOp, inputs[0]);
-  auto work = new_work(OpType::REDUCE_SCATTER_TENSOR_COALESCED, name, outputs, inputs);
+  auto work = new_work(kReduceScatterTensorCoalesced, name, outputs, inputs);
   const int64_t total = element_count(outputs);
   at::Tensor send = staging(work, size_ * total, inputs[0]);
   for (int r = 0; r < size_; ++r) {
@@ -629,9 +632,9 @@ WorkPtr BackendCcl::reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& out
 }
 
 WorkPtr BackendCcl::alltoall_base(at::Tensor& output, at::Tensor& input,
-                                       std::vector<int64_t>& output_splits,
-                                       std::vector<int64_t>& input_splits,
-                                       const c10d::AllToAllOptions&) {
+                                  std::vector<int64_t>& output_splits,
+                                  std::vector<int64_t>& input_splits,
+                                  const c10d::AllToAllOptions&) {
   const char* name = "alltoall_base";
   const cclDataType_t type = datatype_of(name, input);
   check_tensor(name, output);
@@ -664,7 +667,7 @@ WorkPtr BackendCcl::alltoall_base(at::Tensor& output, at::Tensor& input,
 }
 
 WorkPtr BackendCcl::alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
-                                  const c10d::AllToAllOptions&) {
+                             const c10d::AllToAllOptions&) {
   const char* name = "alltoall";
   TORCH_CHECK(static_cast<int>(inputs.size()) == size_ && static_cast<int>(outputs.size()) == size_,
               "ccl ", name, ": ", inputs.size(), " input and ", outputs.size(),
@@ -765,8 +768,10 @@ void BackendCcl::monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_al
   using Clock = std::chrono::steady_clock;
   const std::chrono::milliseconds timeout =
       opts.timeout == c10d::kUnsetTimeout ? timeout_ : opts.timeout;
-  TORCH_CHECK_VALUE(timeout.count() >= 0, "ccl monitored_barrier: the timeout must not be "
-                    "negative (", timeout.count(), " ms)");
+  TORCH_CHECK_VALUE(timeout.count() >= 0,
+                    "ccl monitored_barrier: the timeout must not be "
+                    "negative (",
+                    timeout.count(), " ms)");
   TORCH_CHECK(store_, "ccl monitored_barrier: this group was made by shrink or grow and has no ",
               "store to check in through");
   const Clock::time_point deadline = Clock::now() + timeout;

@@ -88,10 +88,9 @@ class BackendCcl : public c10d::Backend {
   // the group calls; `ranks` are the new group's members in this group's ranks, in their new
   // order. A rank not among them gets no backend (nullptr), as torch expects.
   bool supportsSplitting() const override { return true; }
-  c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store,
-                                          const std::vector<int>& ranks,
-                                          const c10::intrusive_ptr<c10d::Backend::Options>& opts)
-      override;
+  c10::intrusive_ptr<c10d::Backend> split(
+      const c10::intrusive_ptr<c10d::Store>& store, const std::vector<int>& ranks,
+      const c10::intrusive_ptr<c10d::Backend::Options>& opts) override;
 #if CCL_TORCH_HAS_SHRINK
   // torch.distributed.shrink_group: cclCommShrink without the excluded ranks (shrink_flags 1:
   // abort what is in flight first, CCL_SHRINK_ABORT).

@@ -71,8 +71,8 @@ c10::intrusive_ptr<c10d::Backend> BackendCcl::split(
   if (child == nullptr) return nullptr;
   auto backend = adopt(child, timeout);
   TORCH_CHECK(backend->getSize() == static_cast<int>(ranks.size()), "ccl ", name,
-              ": the new communicator has ", backend->getSize(), " ranks, the group ",
-              ranks.size(), " (the ranks passed to split differ between ranks)");
+              ": the new communicator has ", backend->getSize(), " ranks, the group ", ranks.size(),
+              " (the ranks passed to split differ between ranks)");
   if (opts) {
     backend->options_->group_name = opts->group_name;
     backend->options_->global_ranks_in_group = opts->global_ranks_in_group;

@@ -46,8 +46,9 @@ PYBIND11_MODULE(_C, m) {
            py::call_guard<py::gil_scoped_release>())
       .def(
           "shrink_to",
-          [](BackendCcl& pg, const std::optional<std::vector<int>>& exclude,
-             bool abort) { return pg.shrink_to(exclude.value_or(std::vector<int>{}), abort); },
+          [](BackendCcl& pg, const std::optional<std::vector<int>>& exclude, bool abort) {
+            return pg.shrink_to(exclude.value_or(std::vector<int>{}), abort);
+          },
           py::arg("exclude") = py::none(), py::arg("abort") = true,
           "cclCommShrink, called by every rank not in `exclude`: a new BackendCcl of the "
           "others, in their order (new rank = old rank minus the excluded ranks below it). With "

@@ -33,8 +33,8 @@ std::string OpLane::describe_locked(const char* name, cclResult_t result) const 
   std::string text = std::string("ccl ") + name + ": ";
   // torch's suite (and users' scripts) look for Gloo's " Timed out " in a timeout's message.
   if (result == cclTimeout) {
-    text += std::string("Timed out at the communicator's timeout (") + cclGetErrorString(result) +
-            ")";
+    text +=
+        std::string("Timed out at the communicator's timeout (") + cclGetErrorString(result) + ")";
   } else {
     text += cclGetErrorString(result);
   }

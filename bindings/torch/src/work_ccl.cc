@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "op_lane.h"
+#include "torch_compat.h"
 
 namespace ccl_torch {
 
@@ -62,10 +63,14 @@ const char* WorkCcl::span_title(c10d::OpType type) {
       return "ccl:coalesced";
     case OpType::_ALLREDUCE_SPARSE:
       return "ccl:sparse_all_reduce";
+#if CCL_TORCH_AT_LEAST(2, 12)
     case OpType::REDUCE_SCATTER_TENSOR_COALESCED:
       return "ccl:reduce_scatter_tensor_coalesced";
+#endif
+#if CCL_TORCH_AT_LEAST(2, 14)
     case OpType::ALLGATHER_INTO_TENSOR_COALESCED:
       return "ccl:all_gather_into_tensor_coalesced";
+#endif
     case OpType::UNKNOWN:
       break;
   }

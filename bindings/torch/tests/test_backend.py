@@ -16,6 +16,8 @@ import torch.distributed as dist
 import ccl_torch
 from ccl_torch_testing import expect_error, expect_value_error, expect_world_in_step, run_ranks
 
+TORCH = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2])
+
 
 def torchcomms_names_and_coalesced_forms(rank, size):
     n = 5
@@ -82,15 +84,17 @@ def coalescing(rank, size):
 def split_and_device_mesh(rank, size):
     backend = ccl_torch.backend_of()
     assert backend.supports_splitting
-    # split_group: two halves, by ccl's split (no new rendezvous).
-    halves = [list(range(0, size // 2)), list(range(size // 2, size))]
-    group = dist.split_group(split_ranks=halves)
-    mine = halves[0] if rank in halves[0] else halves[1]
-    assert group is not None and dist.get_world_size(group) == len(mine)
-    t = torch.full((4,), float(rank))
-    dist.all_reduce(t, group=group)
-    assert torch.equal(t, torch.full((4,), float(sum(mine)))), t
-    assert isinstance(ccl_torch.backend_of(group), ccl_torch.BackendCcl)
+    # split_group: two halves, by ccl's split (no new rendezvous). torch before 2.14 splits only
+    # a default group bound to a device (init_process_group(device_id=...)).
+    if TORCH >= (2, 14):
+        halves = [list(range(0, size // 2)), list(range(size // 2, size))]
+        group = dist.split_group(split_ranks=halves)
+        mine = halves[0] if rank in halves[0] else halves[1]
+        assert group is not None and dist.get_world_size(group) == len(mine)
+        t = torch.full((4,), float(rank))
+        dist.all_reduce(t, group=group)
+        assert torch.equal(t, torch.full((4,), float(sum(mine)))), t
+        assert isinstance(ccl_torch.backend_of(group), ccl_torch.BackendCcl)
     # init_device_mesh on ccl: a 2 x 2 mesh's row and column groups.
     from torch.distributed.device_mesh import init_device_mesh
     mesh = init_device_mesh("cpu", (2, size // 2), mesh_dim_names=("dp", "tp"))
@@ -122,10 +126,12 @@ def shrink(rank, size):
 
 def timeout_and_errors(rank, size):
     backend = ccl_torch.backend_of()
-    assert str(backend.get_error()).endswith("SUCCESS"), backend.get_error()
-    # setTimeout: a later wait is bounded by it (rank 1 joins the barrier late). torch 2.15 calls
-    # it dist.set_timeout, older ones _set_pg_timeout.
-    set_timeout = getattr(dist, "set_timeout", None) or dist.distributed_c10d._set_pg_timeout
+    if hasattr(backend, "get_error"):  # torch's Python binding of getError (2.14 on)
+        assert str(backend.get_error()).endswith("SUCCESS"), backend.get_error()
+    # setTimeout: a later wait is bounded by it (rank 1 joins the barrier late). torch 2.14 on
+    # calls it dist.set_timeout; before, its _set_pg_timeout serves Gloo and NCCL only, and the
+    # backend's own set_timeout is the way.
+    set_timeout = getattr(dist, "set_timeout", None) or backend.set_timeout
     set_timeout(datetime.timedelta(seconds=1))
     if rank == 0:
         start = time.monotonic()

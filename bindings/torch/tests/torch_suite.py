@@ -75,6 +75,15 @@ def _patched_suite():
     return module, eq + ne
 
 
+# Tests no out-of-tree backend can pass, whatever it does: skipped on ccl with the reason (the
+# table of docs/torch.md shows them as such).
+TORCH_LIMITS = {
+    "test_ddp_logging_data_cpu":
+        "torch limit: DDP's logging data names every plugin backend 'custom' "
+        "(ProcessGroup::getBackendName of BackendType::CUSTOM), never its registered name",
+}
+
+
 def load_suite():
     """The suite's test class for OWN.backend."""
     if OWN.backend == CCL:
@@ -94,12 +103,20 @@ def load_suite():
             super().setUp()
             self._spawn_processes()
 
+    if OWN.backend == CCL:
+        import unittest
+
+        for name, reason in TORCH_LIMITS.items():
+            if hasattr(TestDistBackendWithSpawn, name):
+                setattr(TestDistBackendWithSpawn, name,
+                        unittest.skip(reason)(getattr(TestDistBackendWithSpawn, name)))
     TestDistBackendWithSpawn.__module__ = __name__  # pickled by the spawned ranks by name
     TestDistBackendWithSpawn.__qualname__ = "TestDistBackendWithSpawn"
     return TestDistBackendWithSpawn
 
 
-TestDistBackendWithSpawn = load_suite()
+# Not for --compare, which only reads results.
+TestDistBackendWithSpawn = None if OWN.compare else load_suite()
 
 
 def _test_names(selection):
@@ -129,8 +146,10 @@ class _Recorder:
                 self.outcomes[test._testMethodName] = ["skip", str(reason)]
 
             def _failed(self, test, err):
+                # The last line that names an error (a rank's assertion, inside torch's report).
                 lines = [l for l in self._exc_info_to_string(err, test).splitlines() if l.strip()]
-                self.outcomes[test._testMethodName] = ["fail", lines[-1][:300] if lines else ""]
+                named = [l for l in lines if "Error" in l or "Exception" in l] or lines or [""]
+                self.outcomes[test._testMethodName] = ["fail", named[-1].strip()[:300]]
 
             def addFailure(self, test, err):
                 super().addFailure(test, err)
@@ -206,7 +225,7 @@ def compare(gloo_path, ccl_path):
     regressions = 0
     for n in passed:
         outcome, detail = ccl.get(n, ["missing", ""])
-        if outcome != "pass":
+        if outcome != "pass" and n not in TORCH_LIMITS:
             regressions += 1
         text = outcome if outcome == "pass" else f"{outcome}: {detail}".replace("|", "\\|")
         print(f"| {n} | {text} |")
@@ -214,7 +233,8 @@ def compare(gloo_path, ccl_path):
     print()
     print(f"Gloo: {count(gloo, 'pass')} pass, {count(gloo, 'skip')} skip, {count(gloo, 'fail')} "
           f"fail; ccl: {count(ccl, 'pass')} pass, {count(ccl, 'skip')} skip, "
-          f"{count(ccl, 'fail')} fail; Gloo passes and ccl does not: {regressions}")
+          f"{count(ccl, 'fail')} fail; Gloo passes and ccl does not: {regressions} (and "
+          f"{len(TORCH_LIMITS)} that no plugin backend can pass, skipped with the reason)")
     extra = sorted(n for n, (o, _) in ccl.items() if o == "pass" and gloo.get(n, [""])[0] != "pass")
     if extra:
         print(f"ccl passes and Gloo does not: {', '.join(extra)}")
@@ -252,7 +272,7 @@ def main():
         with open(json_path) as f:
             got = json.load(f)
         lost = sorted(n for n in names if expected.get(n, [""])[0] == "pass"
-                      and got.get(n, [""])[0] != "pass")
+                      and got.get(n, [""])[0] != "pass" and n not in TORCH_LIMITS)
         for n in lost:
             print(f"torch_suite: {n} passes in {OWN.expect} but here: {got.get(n)}",
                   file=sys.stderr)

@@ -43,7 +43,7 @@ class FakeTorchStore {
     for (auto& t : workers_) t.join();
   }
   const SocketAddress& address() const { return address_; }
-  std::vector<uint8_t> first_request;  // the bytes of the first SET seen, for the wire check
+  std::vector<uint8_t> first_request;   // the bytes of the first SET seen, for the wire check
   std::atomic<bool> validated_{false};  // a connection opened with torch's validation
 
  private:
