@@ -141,20 +141,21 @@ c10::intrusive_ptr<WorkCcl> BackendCcl::new_work(OpType type, const char* name,
   ++sequence_;
   auto work =
       c10::make_intrusive<WorkCcl>(lane_, rank_, type, name, std::move(outputs), inputs, span);
-  if (timeout_set_) work->set_wait_timeout(timeout_);
+  const std::chrono::milliseconds bound = wait_bound_.load();
+  if (bound != kNoTimeout) work->set_wait_timeout(bound);
   return work;
 }
 
 c10::intrusive_ptr<c10d::Backend::Options> BackendCcl::getBackendOptions() {
-  options_->timeout = timeout_;
+  options_->timeout = timeout_.load();
   return options_;
 }
 
 void BackendCcl::setTimeout(std::chrono::milliseconds timeout) {
   TORCH_CHECK_VALUE(timeout.count() > 0, "ccl setTimeout: the timeout must be positive (",
                     timeout.count(), " ms)");
-  timeout_ = timeout;
-  timeout_set_ = true;
+  timeout_.store(timeout);
+  wait_bound_.store(timeout);
 }
 
 c10d::ErrorType BackendCcl::getError() {
@@ -183,9 +184,7 @@ void BackendCcl::startCoalescing() {
 c10::intrusive_ptr<c10d::Work> BackendCcl::endCoalescing() {
   TORCH_CHECK(coalescing_, "ccl endCoalescing: startCoalescing was not called");
   coalescing_ = false;
-  auto work = c10::make_intrusive<WorkCcl>(lane_, rank_, OpType::COALESCED, "coalesced",
-                                           std::vector<at::Tensor>{}, std::vector<at::Tensor>{});
-  if (timeout_set_) work->set_wait_timeout(timeout_);
+  auto work = new_work(OpType::COALESCED, "coalesced", {}, {});
   lane_->submit(work, [](cclComm_t, cclStream_t) { return cclSuccess; });
   return work;
 }
@@ -767,7 +766,7 @@ void BackendCcl::monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_al
   RECORD_USER_SCOPE("ccl:monitored_barrier");
   using Clock = std::chrono::steady_clock;
   const std::chrono::milliseconds timeout =
-      opts.timeout == c10d::kUnsetTimeout ? timeout_ : opts.timeout;
+      opts.timeout == c10d::kUnsetTimeout ? timeout_.load() : opts.timeout;
   TORCH_CHECK_VALUE(timeout.count() >= 0,
                     "ccl monitored_barrier: the timeout must not be "
                     "negative (",

@@ -209,7 +209,7 @@ class BackendCcl : public c10d::Backend {
 
  private:
   // A work whose future holds `outputs`; `inputs` go with its profiler span (WorkCcl), named
-  // `span` or after `type`.
+  // `span` or after `type`; its wait bounded by setTimeout's timeout, if one was set.
   c10::intrusive_ptr<WorkCcl> new_work(c10d::OpType type, const char* name,
                                        std::vector<at::Tensor> outputs,
                                        const std::vector<at::Tensor>& inputs,
@@ -234,11 +234,14 @@ class BackendCcl : public c10d::Backend {
 
   std::shared_ptr<OpLane> lane_;
   c10::intrusive_ptr<c10d::Store> store_;  // monitoredBarrier's check-ins
-  std::chrono::milliseconds timeout_;      // the group's, where a call gives none
-  bool timeout_set_ = false;               // setTimeout was called: works wait at most timeout_
-  uint64_t monitored_rounds_ = 0;          // monitoredBarrier calls so far (alike on every rank)
-  std::atomic<uint64_t> sequence_{0};      // operations issued (getSequenceNumberForGroup)
-  bool coalescing_ = false;                // between startCoalescing and endCoalescing
+  // The group's timeout, where a call gives none (init's, then setTimeout's), and the bound of
+  // a work's wait once setTimeout was called (kNoTimeout before: the communicator's bounds it).
+  // Atomic: setTimeout may run while another thread (DDP's autograd thread) issues operations.
+  std::atomic<std::chrono::milliseconds> timeout_;
+  std::atomic<std::chrono::milliseconds> wait_bound_{kNoTimeout};
+  uint64_t monitored_rounds_ = 0;      // monitoredBarrier calls so far (alike on every rank)
+  std::atomic<uint64_t> sequence_{0};  // operations issued (getSequenceNumberForGroup)
+  bool coalescing_ = false;            // between startCoalescing and endCoalescing
   c10::intrusive_ptr<c10d::Backend::Options> options_;
 };
 

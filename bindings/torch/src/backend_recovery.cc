@@ -56,7 +56,7 @@ c10::intrusive_ptr<c10d::Backend> BackendCcl::split(
       me == ranks.end() ? CCL_SPLIT_NOCOLOR : *std::min_element(ranks.begin(), ranks.end());
   const int key = static_cast<int>(me - ranks.begin());
   const std::chrono::milliseconds timeout =
-      opts && opts->timeout.count() > 0 ? opts->timeout : timeout_;
+      opts && opts->timeout.count() > 0 ? opts->timeout : timeout_.load();
   cclConfig_t config = CCL_CONFIG_INITIALIZER;
   config.timeoutMs = static_cast<int>(std::clamp<int64_t>(timeout.count(), 1, INT32_MAX));
   config.commName = "torch.distributed";
@@ -140,7 +140,7 @@ c10::intrusive_ptr<BackendCcl> BackendCcl::shrink_to(const std::vector<int>& exc
         },
         "shrink");
   }
-  return adopt(child, timeout_);
+  return adopt(child, timeout_.load());
 }
 
 c10::intrusive_ptr<BackendCcl> BackendCcl::grow(int nranks, const std::string& unique_id) {
@@ -153,7 +153,7 @@ c10::intrusive_ptr<BackendCcl> BackendCcl::grow(int nranks, const std::string& u
         if (r != cclSuccess) lane_->raise("grow", r);
       },
       "grow");
-  return adopt(child, timeout_);
+  return adopt(child, timeout_.load());
 }
 
 c10::intrusive_ptr<BackendCcl> BackendCcl::grow_as_newcomer(
