@@ -40,6 +40,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -103,13 +104,33 @@ std::string dir() {
   return d != nullptr ? d : "/tmp";
 }
 
-// Dies MS from now, from a helper thread: the main thread is inside whatever it does then.
+// How a victim's process ends: by its kill or by the main thread's exit, whichever claims it
+// first. Without this a rank whose init failed could exit while its killer thread was stamping:
+// the driver saw a stamp (half-written) from a rank that exited instead of dying (seen in CI).
+enum Ending : int { kRunning = 0, kKilled = 1, kExiting = 2 };
+std::atomic<int> g_ending{kRunning};
+
+// Dies MS from now, from a helper thread: the main thread is inside whatever it does then. If
+// the main thread is already on its way out, the victim did not die and writes no stamp.
 void die_in(long ms, int rank) {
   std::thread([ms, rank] {
     std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    int running = kRunning;
+    if (!g_ending.compare_exchange_strong(running, kKilled)) return;
     write_file(dir() + "/stamp." + std::to_string(rank), std::to_string(now_ms()) + "\n");
     raise(SIGKILL);
   }).detach();
+}
+
+// Every exit of main goes through here. When the killer thread has claimed the ending, it is
+// stamping and about to raise SIGKILL: wait for it (bounded; the kill takes microseconds).
+[[noreturn]] void end_process(int status) {
+  int running = kRunning;
+  if (!g_ending.compare_exchange_strong(running, kExiting)) {
+    for (int i = 0; i < 200; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  fflush(stdout);
+  _exit(status);
 }
 
 std::string join(const std::vector<int>& v) {
@@ -176,8 +197,7 @@ const char* result_name(cclResult_t r) {
 
 [[noreturn]] void failed(int rank, cclResult_t r, const char* step, cclComm_t comm) {
   printf("FAILED rank %d result %s at %s: %s\n", rank, result_name(r), step, cclGetLastError(comm));
-  fflush(stdout);
-  _exit(r == cclRemoteError || r == cclTimeout ? 0 : 3);
+  end_process(r == cclRemoteError || r == cclTimeout ? 0 : 3);
 }
 
 // Recovers m after a failed call: revoke, shrink (again while ranks die during it), then learn
@@ -307,5 +327,5 @@ int main() {
   fflush(stdout);
   if (m.stream != nullptr) cclStreamDestroy(m.stream);
   cclCommDestroy(m.comm);
-  return 0;
+  end_process(0);
 }

@@ -288,6 +288,7 @@ for ((t = 1; t <= trials; ++t)); do
   dead=""
   for f in "$dir"/stamp.*; do
     [ -f "$f" ] || continue
+    case "$f" in *.tmp) continue ;; esac  # a stamp never finished: its rank did not die then
     dead+="${dead:+,}${f##*stamp.}:$(cat "$f")"
   done
   judge_log "$dir" "$phase" "$dead" >"$dir/judged"
