@@ -6,6 +6,7 @@ raises fails the run with its traceback.
 import datetime
 import os
 import socket
+import sys
 import tempfile
 import time
 
@@ -14,6 +15,13 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 import ccl_torch  # registers ccl_torch.BACKEND
+
+# examples/torch (tiny_lm.py and the scripts that train it): the tests import them by name, in
+# the spawned ranks too (they import this module first).
+EXAMPLES_TORCH = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                                               "..", "..", "examples", "torch"))
+if EXAMPLES_TORCH not in sys.path:
+    sys.path.insert(0, EXAMPLES_TORCH)
 
 
 def free_port():
