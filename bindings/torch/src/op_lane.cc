@@ -15,6 +15,12 @@ namespace {
   TORCH_CHECK(false, text);
 }
 
+// The lane whose watcher pool this thread belongs to; the lane whose work it is completing (its
+// future's callbacks run here); whether such a callback handed the driving to another thread.
+thread_local const OpLane* t_watcher_of = nullptr;
+thread_local const OpLane* t_completing_for = nullptr;
+thread_local bool t_handed_off = false;
+
 }  // namespace
 
 OpLane::OpLane(cclComm_t comm, int rank, int size) : rank_(rank), size_(size), comm_(comm) {
@@ -23,8 +29,7 @@ OpLane::OpLane(cclComm_t comm, int rank, int size) : rank_(rank), size_(size), c
     cclCommDestroy(comm_);  // the lane owns it from the start
     TORCH_CHECK(false, "ccl: cclStreamCreate: ", cclGetErrorString(r));
   }
-  watcher_ = std::thread([this] { watch(); });
-  watcher_id_ = watcher_.get_id();
+  watchers_.emplace_back([this] { watch(); });
 }
 
 OpLane::~OpLane() { shut_down(); }
@@ -225,22 +230,50 @@ void OpLane::hand_to_watcher(const c10::intrusive_ptr<WorkCcl>& work) {
   {
     std::lock_guard<std::mutex> lock(watch_mutex_);
     watched_.push_back(work);
+    if (t_completing_for == this && !t_handed_off) {
+      // A callback of one of this group's works issued this operation and may wait for it: the
+      // driving passes to another watcher thread (op_lane.h).
+      t_handed_off = true;
+      driving_ = false;
+      if (idle_ == 0 && watchers_.size() < kMaxWatchers && !stopping_) {
+        watchers_.emplace_back([this] { watch(); });
+      }
+    }
   }
   watch_cv_.notify_one();
 }
 
 void OpLane::watch() {
+  t_watcher_of = this;
+  bool driving = false;  // this thread holds driving_
   for (;;) {
     c10::intrusive_ptr<WorkCcl> work;
     {
       std::unique_lock<std::mutex> lock(watch_mutex_);
-      watch_cv_.wait(lock, [&] { return stopping_ || !watched_.empty(); });
-      if (watched_.empty()) return;  // stopping, and everything completed
+      if (driving && watched_.empty()) {
+        driving = false;  // nothing to drive: any thread of the pool takes the next work
+        driving_ = false;
+        if (stopping_) watch_cv_.notify_all();  // the others end too
+      }
+      if (!driving) {
+        ++idle_;
+        watch_cv_.wait(lock, [&] {
+          return (!driving_ && !watched_.empty()) || (stopping_ && watched_.empty());
+        });
+        --idle_;
+        if (watched_.empty()) return;  // stopping, and everything completed
+        driving_ = true;
+        driving = true;
+      }
       work = watched_.front();
       watched_.pop_front();
     }
     // Bounded: cclEventSynchronize gives up after the communicator's timeout.
+    t_completing_for = this;
+    t_handed_off = false;
     work->drive();
+    t_completing_for = nullptr;
+    if (t_handed_off) driving = false;  // another thread drives now (hand_to_watcher)
     // Destroying a work may free a tensor that has a Python object, which takes the GIL; at the
     // interpreter's exit this thread may not take it any more (Python ends it inside the
     // destructor: std::terminate). So the last reference is left to a thread of the caller's.
@@ -268,7 +301,7 @@ void OpLane::shut_down() {
 
 void OpLane::abort() {
   // The watcher completes works, and runs their futures' callbacks: it cannot wait for itself.
-  TORCH_CHECK(std::this_thread::get_id() != watcher_id_,
+  TORCH_CHECK(t_watcher_of != this,
               "ccl abort: called from a work's callback (the thread that completes the group's "
               "works); call it from another thread");
   const State before = state_.exchange(State::kAborted);  // refuses new operations from now
@@ -294,13 +327,17 @@ void OpLane::stop(bool abort_comm) {
       fail_batch_locked("ccl: the process group was aborted before this operation was posted");
     }
   }
+  std::vector<std::thread> watchers;
   {
     std::lock_guard<std::mutex> lock(watch_mutex_);
-    stopping_ = true;
+    stopping_ = true;  // no thread is added from now on
+    watchers.swap(watchers_);
   }
-  watch_cv_.notify_one();
+  watch_cv_.notify_all();
   // Bounded: each queued work fails at once after an abort, or gives up after the timeout.
-  if (watcher_.joinable()) watcher_.join();
+  for (auto& t : watchers) {
+    if (t.joinable()) t.join();
+  }
   release_finished();
   if (stream_ != nullptr) cclStreamDestroy(stream_);
   stream_ = nullptr;

@@ -10,6 +10,15 @@
 // progress together (ccl's groups match a pair's messages in posting order, whatever the order
 // of sends and receives on the two sides).
 //
+// The watcher completes works, and completing a work runs its future's callbacks. A callback may
+// issue an operation on the same group and wait for its future (torch's PowerSGD hook does, with
+// Future.wait, which no code of ccl's sees): the watcher stuck in that callback cannot complete it.
+// So the watcher is a small pool (at most kMaxWatchers threads) in which one thread at a time
+// drives the queue; a callback that issues an operation on its own group hands the driving to
+// another thread (started on first need) for as long as it runs. The common path, callbacks that
+// issue nothing, costs no wake-up. A callback that waits for an operation issued before it, or
+// callbacks nested deeper than the pool, still wait until the communicator's timeout, then fail.
+//
 // The communicator handle outlives every call made with it: the calls that do not take the
 // issue lock (revoke, agree, failed ranks, a shrink that aborts, error texts) hold handle_mutex_
 // shared, and only shut_down and abort free the handle, holding it exclusively. abort() first
@@ -114,7 +123,7 @@ class OpLane : public std::enable_shared_from_this<OpLane> {
   // completes the work with that error (false).
   bool start_watching(const c10::intrusive_ptr<WorkCcl>& work);
   void hand_to_watcher(const c10::intrusive_ptr<WorkCcl>& work);
-  void watch();
+  void watch();  // one watcher thread's loop
   // Drops the works the watcher held last (finished_) on the calling thread.
   void release_finished();
 
@@ -132,16 +141,18 @@ class OpLane : public std::enable_shared_from_this<OpLane> {
   std::vector<at::Tensor> free_staging_;  // under staging_mutex_: uint8 buffers, at most kKept
   static constexpr size_t kKept = 8;
 
+  static constexpr size_t kMaxWatchers = 4;
   std::mutex watch_mutex_;
   std::condition_variable watch_cv_;
   std::deque<c10::intrusive_ptr<WorkCcl>> watched_;  // under watch_mutex_
   bool stopping_ = false;                            // under watch_mutex_
+  bool driving_ = false;  // under watch_mutex_: a watcher thread is taking works off watched_
+  size_t idle_ = 0;       // under watch_mutex_: watcher threads waiting for the driving
   // Works the watcher completed and was the last to hold: a thread of the caller's drops them
   // (the next operation, or shut-down), never the watcher (watch() says why).
   std::vector<c10::intrusive_ptr<WorkCcl>> finished_;  // under watch_mutex_
-  std::thread watcher_;
-  std::thread::id watcher_id_;  // set once, so that any thread may compare with it
-  bool stopped_ = false;        // under mutex_: stop() ran or runs
+  std::vector<std::thread> watchers_;                  // under watch_mutex_; grows only
+  bool stopped_ = false;                               // under mutex_: stop() ran or runs
 };
 
 }  // namespace ccl_torch

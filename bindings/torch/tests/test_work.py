@@ -111,6 +111,20 @@ def wait_timeout(rank, size):
     assert torch.equal(t, torch.full((4,), float(size)))
 
 
+def callbacks_that_wait(rank, size):
+    # A future's callback issues operations on the same group and waits for them (torch's
+    # PowerSGD hook does): the thread that ran the callback cannot complete them itself, another
+    # watcher thread of the group does (op_lane.h). Two levels deep, many times over.
+    for _ in range(20):
+        def doubled_then_summed_twice(fut):
+            u = fut.value()[0] * 2
+            v = dist.all_reduce(u, async_op=True).get_future().wait()[0]
+            return dist.all_reduce(v.clone(), async_op=True).get_future().wait()[0]
+        t = torch.ones(4)
+        got = dist.all_reduce(t, async_op=True).get_future().then(doubled_then_summed_twice).wait()
+        assert torch.equal(got, torch.full((4,), float(2 * size ** 3))), got
+
+
 class Work(unittest.TestCase):
     def test_point_to_point(self):
         for size in (1, 2, 3, 4):
@@ -124,6 +138,11 @@ class Work(unittest.TestCase):
 
     def test_wait_with_a_timeout(self):
         run_ranks(wait_timeout, 2)
+
+    def test_callbacks_that_wait_for_the_group(self):
+        for size in (2, 3):
+            with self.subTest(ranks=size):
+                run_ranks(callbacks_that_wait, size, timeout=60, op_timeout=10)
 
 
 if __name__ == "__main__":
