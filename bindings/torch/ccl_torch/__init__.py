@@ -20,9 +20,9 @@ module's get_unique_id and grow_as_newcomer.
 
 ccl_torch.hooks (TopK and 1-bit DDP communication hooks with error feedback) and ccl_torch.optim
 (LAMB, LARS) run ccl's C++ training layer; ccl_torch.assign_buckets is DDP's bucket assignment
-as that layer computes it. ccl_torch.mesh.DeviceMesh places the ranks on a tensor x pipeline x
-data parallel mesh; ccl_torch.tensor_parallel holds Megatron-style layers over a group;
-ccl_torch.zero.ZeroDataParallel shards a module's optimizer state, gradients and parameters.
+as that layer computes it. ccl_torch.ft.ProcessGroupCcl is torchft's process group on ccl (import
+it where torchft is installed). Sharding, meshes and tensor parallelism are torch's own on ccl:
+FSDP2 (fully_shard), DeviceMesh and DTensor (examples/torch/, docs/torch.md).
 """
 import warnings
 
@@ -33,12 +33,10 @@ from ._C import BACKEND_NAME, BackendCcl, get_unique_id, grow_as_newcomer, versi
 from ._backend import as_process_group, backend_of  # noqa: F401
 from . import hooks, optim  # noqa: F401,E402  (ccl's training layer: DDP hooks, LAMB, LARS)
 from . import elastic  # noqa: F401,E402  (recovery from a failed rank)
-from . import mesh, tensor_parallel  # noqa: F401,E402  (3D parallelism: the mesh, tp layers)
-from . import zero  # noqa: F401,E402  (ZeRO stages 1-3: ZeroDataParallel)
 from ._training import assign_buckets  # noqa: F401
 
 __all__ = ["BackendCcl", "BACKEND", "backend_of", "as_process_group", "version", "hooks", "optim", "assign_buckets",
-           "elastic", "get_unique_id", "grow_as_newcomer", "mesh", "tensor_parallel", "zero"]
+           "elastic", "get_unique_id", "grow_as_newcomer"]
 
 BACKEND = BACKEND_NAME
 

@@ -12,9 +12,7 @@
 #include <vector>
 
 #include "borrowed_comm.h"
-#include "mesh_bindings.h"
 #include "optim_bindings.h"
-#include "zero_bindings.h"
 
 namespace py = pybind11;
 using namespace ccl::training;
@@ -30,7 +28,6 @@ PYBIND11_MODULE(_training, m) {
   m.doc() = "ccl's training layer (DDP buckets, compression, optimizers) for ccl_torch";
   // ccl::Error is a std::runtime_error: pybind11 raises it as RuntimeError with its message;
   // std::invalid_argument becomes ValueError, std::logic_error RuntimeError.
-  ccl_torch::bind_mesh(m);
 
   m.def(
       "assign_buckets",
@@ -63,5 +60,4 @@ PYBIND11_MODULE(_training, m) {
         "A compressor: 'topk:R', 'topk16:R', 'sign' or 'onebit'.");
 
   ccl_torch::bind_optim(m);
-  ccl_torch::bind_zero(m);
 }
