@@ -41,13 +41,10 @@ def model_config(args):
                           seq=args.tokens, batch=1)
 
 
-def sharded_model(cfg, mesh):
-    from torch.distributed.fsdp import fully_shard
-    model = tiny_lm.build(cfg)
-    for block in model.blocks.values():
-        fully_shard(block, mesh=mesh)
-    fully_shard(model, mesh=mesh)
-    return model
+def sharded_model(cfg, mesh, prefetch=False):
+    """tiny_lm's model sharded as examples/torch/fsdp2.py shards it."""
+    import fsdp2
+    return fsdp2.shard_model(tiny_lm.build(cfg), mesh, prefetch=prefetch)
 
 
 def step_time(model, opt, cfg, step):

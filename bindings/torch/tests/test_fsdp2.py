@@ -1,8 +1,9 @@
 """torch's FSDP2 (fully_shard) on ccl, through examples/torch/fsdp2.py: the small language model
 trained at 2 and 4 ranks equals the one-process reference (parameters after the steps, to float
 tolerance), with and without reshard_after_forward, with gradient accumulation, HSDP on a 2-D
-mesh, a divide factor (FSDP2 then reduce-scatters with PREMUL_SUM) and bf16 mixed precision with
-float32 reduction (to bf16's tolerance); the reductions FSDP2 asked for are the ones ccl ran."""
+mesh, a divide factor (FSDP2 then reduce-scatters with PREMUL_SUM), asynchronous all-gathers
+with explicit prefetch, and bf16 mixed precision with float32 reduction (to bf16's tolerance);
+the reductions FSDP2 asked for are the ones ccl ran."""
 import unittest
 
 import torch.distributed as dist
@@ -58,6 +59,9 @@ class Fsdp2(unittest.TestCase):
 
     def test_divide_factor_premul_sum(self):
         self.run_case(2, divide_factor=6.0, want_op="RedOpType.PREMUL_SUM")
+
+    def test_prefetch(self):
+        self.run_case(4, prefetch=True)
 
     def test_mixed_precision(self):
         self.run_case(2, tolerance=2e-3, mixed=True)  # bf16 compute: measured 3.1e-4
