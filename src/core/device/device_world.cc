@@ -273,9 +273,12 @@ void DeviceWorld::fail(cclResult_t code, const std::string& message) {
     }
     failed_ = true;
   }
-  page_->release();
+  // The failure is recorded before the flags are released: a release lets the waiting streams
+  // run through, and a cclStreamSynchronize that sees its stream done then reads the
+  // communicator's error (CI once saw cclSuccess there, the release having come first).
   CCL_WARN(kColl, "rank %d: device collectives released: %s", rank_, message.c_str());
   if (on_failure_) on_failure_(code, message);
+  page_->release();
 }
 
 bool DeviceWorld::check(Clock::time_point now) {

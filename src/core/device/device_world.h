@@ -113,8 +113,8 @@ class DeviceWorld {
   // stream (cuda::OrderedByCudaStream), without the legacy stream's order.
   void run(const algo::device::Program& program, const DeviceBindings& bindings);
 
-  // Releases every stream waiting on this world's flags, on every rank, and reports `code` once
-  // (the first failure wins).
+  // Reports `code` once (the first failure wins: the communicator's error), then releases every
+  // stream waiting on this world's flags, on every rank.
   void fail(cclResult_t code, const std::string& message);
 
   // The watchdog's look at the programs in flight (device_watchdog.h): drops those done,
