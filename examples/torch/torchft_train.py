@@ -108,9 +108,7 @@ def replica(args):
         # The victim: SIGKILL in the backward pass of step --die-at, when its quorum holds it and
         # its peers' allreduce waits for it.
         if step == args.die_at:
-            # The manager's step: the steps committed so far (a replacement heals to its peers'
-            # step in its first quorum).
-            log.write(json.dumps({"step": manager.current_step(), "t": time.time(), "killed": True}) + "\n")
+            log.write(json.dumps({"step": step, "t": time.time(), "killed": True}) + "\n")
             os.kill(os.getpid(), signal.SIGKILL)
 
     ddp = fault_tolerant_ddp(manager, model, die_mid_step if args.die_at is not None else None)

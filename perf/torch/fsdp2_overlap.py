@@ -32,7 +32,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "examples", "torch"))
 import tiny_lm  # noqa: E402
 
 COMPUTE = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::linear",
-           "aten::scaled_dot_product_attention", "aten::_scaled_dot_product_flash_attention_for_cpu")
+           "aten::scaled_dot_product_attention",
+           "aten::_scaled_dot_product_flash_attention_for_cpu")
 
 
 def union(intervals):

@@ -14,9 +14,10 @@ takes the model from a survivor and rejoins. Per launch and survivor the example
 
 The launches alternate between the process groups (ccl_torch.ft.ProcessGroupCcl and
 torchft.ProcessGroupGloo; torchft 0.2.0's ProcessGroupBabyGloo fails every step of this loop on
-CPU, examples/torch/torchft_train.py says how), `--launches` of each; the table gives, per group, the median over
-the launches and the worst launch of each figure (the larger survivor's). The lighthouse's
-heartbeat timeout (1 s in the example) bounds how soon a dead replica leaves the quorum.
+CPU, examples/torch/torchft_train.py says how), `--launches` of each; the table gives, per
+group, the median over the launches and the worst launch of each figure (the larger
+survivor's). The lighthouse's heartbeat timeout (1 s in the example) bounds how soon a dead
+replica leaves the quorum.
 
 Usage:
   PYTHONPATH=build/bindings/torch .venv/bin/python perf/torch/torchft_bench.py [--launches 5]

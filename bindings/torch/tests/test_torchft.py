@@ -1,8 +1,8 @@
 """torchft 0.2 on ccl (examples/torch/torchft_train.py): three replicas train through torchft's
 Manager and lighthouse with ccl_torch.ft.ProcessGroupCcl; one is SIGKILLed in the middle of a
 step; the two others go on as a quorum of two (dropping the step whose allreduce the dead peer
-broke: ccl names it), and a replacement takes the model from them and rejoins; every replica ends with the same
-parameters. The time lost is measured by perf/torch/torchft_bench.py, not here."""
+broke: ccl names it), and a replacement takes the model from them and rejoins; every replica
+ends with the same parameters. The time lost is measured by perf/torch/torchft_bench.py, not here."""
 import json
 import os
 import subprocess
