@@ -182,7 +182,7 @@ CCL_API cclResult_t cclGetTopologyText(char* buf, size_t size, size_t* length);
 
 /** Host memory that the other ranks of this host can map (as NCCL's ncclMemAlloc): a broadcast
  *  whose buffers lie in it moves each byte once, the copies split over the ranks. Any size > 0;
- *  page aligned. Beyond API.md. */
+ *  page aligned. A ccl addition to the core API (docs/api-status.md). */
 CCL_API cclResult_t cclMemAlloc(void** ptr, size_t size);
 /** Frees memory from cclMemAlloc; cclInvalidArgument for any other pointer. */
 CCL_API cclResult_t cclMemFree(void* ptr);
@@ -192,10 +192,10 @@ CCL_API cclResult_t cclMemFree(void* ptr);
  *  later call whose buffers lie inside reuses that registration. Registering a range inside one
  *  registered earlier shares it (a reference count). `*handle` goes to cclCommDeregister, which
  *  must come before the memory is freed and while no call uses it. cclInvalidArgument for a NULL
- *  buff or handle, or size 0. Beyond API.md. */
+ *  buff or handle, or size 0. A ccl addition to the core API (docs/api-status.md). */
 CCL_API cclResult_t cclCommRegister(const cclComm_t comm, void* buff, size_t size, void** handle);
 /** Drops the reference `handle` holds; cclInvalidArgument for a handle this communicator did
- *  not give out, or one deregistered already. Beyond API.md. */
+ *  not give out, or one deregistered already. A ccl addition (docs/api-status.md). */
 CCL_API cclResult_t cclCommDeregister(const cclComm_t comm, void* handle);
 
 CCL_API cclResult_t cclRedOpCreatePreMulSum(cclRedOp_t* op, void* scalar, cclDataType_t datatype,
@@ -293,7 +293,7 @@ CCL_API cclResult_t cclEventSynchronize(cclEvent_t event);
  *  NULL stream: the calling thread waits now, as cclEventSynchronize. */
 CCL_API cclResult_t cclStreamWaitEvent(cclStream_t stream, cclEvent_t event);
 
-/** CUDA streams (beyond API.md). `struct CUstream_st*` is cudaStream_t and CUstream, so a CUDA
+/** CUDA streams (a ccl addition). `struct CUstream_st*` is cudaStream_t and CUstream, so a CUDA
  *  program passes its stream without a cast; NULL is CUDA's legacy default stream. */
 struct CUstream_st;
 /** A ccl stream whose operations are ordered on CUDA stream `cudaStream`: each operation queued
