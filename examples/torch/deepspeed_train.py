@@ -58,11 +58,7 @@ def main():
         dist.all_reduce(total, op=dist.ReduceOp.AVG)
         if rank == 0:
             print(f"step {step}: loss {total.item():.6f}", flush=True)
-    got = tiny_lm.full_parameters(engine.module)
-    if rank == 0:
-        want, _ = tiny_lm.train_reference(args.steps, cfg)
-        print(f"largest difference from one process: {tiny_lm.max_difference(got, want):.3g}",
-              flush=True)
+    tiny_lm.report_against_reference(tiny_lm.full_parameters(engine.module), args.steps, cfg)
     dist.destroy_process_group()
 
 

@@ -27,8 +27,7 @@ class CountingSequences(torch.utils.data.Dataset):
 
     def __init__(self, count, cfg):
         inputs, targets = zip(*(tiny_lm.batch(i, cfg) for i in range(count // cfg.batch)))
-        full = torch.cat([torch.cat([x, y[:, -1:]], dim=1) for x, y in zip(inputs, targets)])
-        self.rows = full
+        self.rows = torch.cat([torch.cat([x, y[:, -1:]], dim=1) for x, y in zip(inputs, targets)])
 
     def __len__(self):
         return self.rows.shape[0]

@@ -161,18 +161,25 @@ def max_difference(got, want):
     return max((got[k].float() - want[k].float()).abs().max().item() for k in want)
 
 
+def report_against_reference(params, steps, cfg=Config(), accumulate=1):
+    """On rank 0: trains the one-process reference and prints the largest difference of `params`
+    (whole parameters) from it, the line the tests read."""
+    import torch.distributed as dist
+    if dist.get_rank() == 0:
+        want, _ = train_reference(steps, cfg, accumulate)
+        print(f"largest difference from one process: {max_difference(params, want):.3g}",
+              flush=True)
+
+
 def run_on_ccl(train, steps, accumulate=1):
     """The examples' main: the default group on ccl, train() -> (whole parameters, ...), then
-    rank 0 trains the one-process reference and prints the largest difference from it."""
+    report_against_reference."""
     import torch.distributed as dist
     import ccl_torch
     dist.init_process_group(ccl_torch.BACKEND)
     try:
         result = train()
-        if dist.get_rank() == 0:
-            want, _ = train_reference(steps, accumulate=accumulate)
-            print(f"largest difference from one process: {max_difference(result[0], want):.3g}",
-                  flush=True)
+        report_against_reference(result[0], steps, accumulate=accumulate)
         return result
     finally:
         dist.destroy_process_group()

@@ -24,12 +24,14 @@ def backend_of(group=None, caller="ccl_torch"):
     return backend
 
 
-def as_process_group(backend):
+def as_process_group(backend, store=None):
     """A torch ProcessGroup whose CPU operations run on `backend` (a BackendCcl a shrink, a grow
-    or a split made), for the torch.distributed calls that take group= and for DDP. It is not
-    registered with torch.distributed (its ranks are its own), and needs no store."""
+    or a split made, or one made from `store`), for the torch.distributed calls that take group=
+    and for DDP. It is not registered with torch.distributed (its ranks are its own); `store`,
+    the group's store where it has one (a HashStore of its own without)."""
     btype = dist.ProcessGroup.BackendType.CUSTOM
-    pg = dist.ProcessGroup(dist.HashStore(), backend.rank(), backend.size())
+    pg = dist.ProcessGroup(store if store is not None else dist.HashStore(), backend.rank(),
+                           backend.size())
     pg._set_default_backend(btype)
     pg._register_backend(torch.device("cpu"), btype, backend)
     return pg

@@ -17,11 +17,11 @@ Only this module imports torchft: import it where torchft is installed.
 """
 from datetime import timedelta
 
-import torch
 import torch.distributed as dist
 from torchft.process_group import ProcessGroupWrapper
 
 from ._C import BackendCcl
+from ._backend import as_process_group
 
 __all__ = ["ProcessGroupCcl"]
 
@@ -39,12 +39,7 @@ class ProcessGroupCcl(ProcessGroupWrapper):
         super().__init__(timeout=timeout)
 
     def _create_pg(self, store: dist.Store, rank: int, world_size: int) -> dist.ProcessGroup:
-        btype = dist.ProcessGroup.BackendType.CUSTOM
-        pg = dist.ProcessGroup(store, rank, world_size)
-        pg._set_default_backend(btype)
-        backend = BackendCcl(store, rank, world_size, self._timeout)
-        pg._register_backend(torch.device("cpu"), btype, backend)
-        return pg
+        return as_process_group(BackendCcl(store, rank, world_size, self._timeout), store)
 
     def getBackendName(self) -> str:
         return "torchft-ccl"

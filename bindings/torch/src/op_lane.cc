@@ -15,9 +15,9 @@ namespace {
   TORCH_CHECK(false, text);
 }
 
-// The lane whose watcher pool this thread belongs to; the lane whose work it is completing (its
-// future's callbacks run here); whether such a callback handed the driving to another thread.
-thread_local const OpLane* t_watcher_of = nullptr;
+// The lane whose work this thread is completing (its future's callbacks run here: user code on a
+// watcher thread runs only there), and whether such a callback handed the driving to another
+// thread of the pool.
 thread_local const OpLane* t_completing_for = nullptr;
 thread_local bool t_handed_off = false;
 
@@ -244,43 +244,51 @@ void OpLane::hand_to_watcher(const c10::intrusive_ptr<WorkCcl>& work) {
 }
 
 void OpLane::watch() {
-  t_watcher_of = this;
-  bool driving = false;  // this thread holds driving_
-  for (;;) {
-    c10::intrusive_ptr<WorkCcl> work;
-    {
-      std::unique_lock<std::mutex> lock(watch_mutex_);
-      if (driving && watched_.empty()) {
-        driving = false;  // nothing to drive: any thread of the pool takes the next work
-        driving_ = false;
-        if (stopping_) watch_cv_.notify_all();  // the others end too
-      }
-      if (!driving) {
-        ++idle_;
-        watch_cv_.wait(lock, [&] {
-          return (!driving_ && !watched_.empty()) || (stopping_ && watched_.empty());
-        });
-        --idle_;
-        if (watched_.empty()) return;  // stopping, and everything completed
-        driving_ = true;
-        driving = true;
-      }
-      work = watched_.front();
-      watched_.pop_front();
+  // Waits for the driving, then completes the queued works in order until the queue is empty or
+  // a callback handed the driving on (hand_to_watcher).
+  while (take_driving()) {
+    while (c10::intrusive_ptr<WorkCcl> work = next_to_drive()) {
+      complete(std::move(work));
+      if (t_handed_off) break;
     }
-    // Bounded: cclEventSynchronize gives up after the communicator's timeout.
-    t_completing_for = this;
-    t_handed_off = false;
-    work->drive();
-    t_completing_for = nullptr;
-    if (t_handed_off) driving = false;  // another thread drives now (hand_to_watcher)
-    // Destroying a work may free a tensor that has a Python object, which takes the GIL; at the
-    // interpreter's exit this thread may not take it any more (Python ends it inside the
-    // destructor: std::terminate). So the last reference is left to a thread of the caller's.
-    if (work.use_count() == 1) {
-      std::lock_guard<std::mutex> lock(watch_mutex_);
-      finished_.push_back(std::move(work));
-    }
+  }
+}
+
+bool OpLane::take_driving() {
+  std::unique_lock<std::mutex> lock(watch_mutex_);
+  ++idle_;
+  watch_cv_.wait(
+      lock, [&] { return (!driving_ && !watched_.empty()) || (stopping_ && watched_.empty()); });
+  --idle_;
+  if (watched_.empty()) return false;  // stopping, and everything completed
+  driving_ = true;
+  return true;
+}
+
+c10::intrusive_ptr<WorkCcl> OpLane::next_to_drive() {
+  std::lock_guard<std::mutex> lock(watch_mutex_);
+  if (watched_.empty()) {
+    driving_ = false;  // nothing to drive: any thread of the pool takes the next work
+    if (stopping_) watch_cv_.notify_all();  // the others end too
+    return {};
+  }
+  c10::intrusive_ptr<WorkCcl> work = std::move(watched_.front());
+  watched_.pop_front();
+  return work;
+}
+
+void OpLane::complete(c10::intrusive_ptr<WorkCcl> work) {
+  // Bounded: cclEventSynchronize gives up after the communicator's timeout.
+  t_completing_for = this;
+  t_handed_off = false;
+  work->drive();
+  t_completing_for = nullptr;
+  // Destroying a work may free a tensor that has a Python object, which takes the GIL; at the
+  // interpreter's exit this thread may not take it any more (Python ends it inside the
+  // destructor: std::terminate). So the last reference is left to a thread of the caller's.
+  if (work.use_count() == 1) {
+    std::lock_guard<std::mutex> lock(watch_mutex_);
+    finished_.push_back(std::move(work));
   }
 }
 
@@ -301,7 +309,7 @@ void OpLane::shut_down() {
 
 void OpLane::abort() {
   // The watcher completes works, and runs their futures' callbacks: it cannot wait for itself.
-  TORCH_CHECK(t_watcher_of != this,
+  TORCH_CHECK(t_completing_for != this,
               "ccl abort: called from a work's callback (the thread that completes the group's "
               "works); call it from another thread");
   const State before = state_.exchange(State::kAborted);  // refuses new operations from now

@@ -124,6 +124,13 @@ class OpLane : public std::enable_shared_from_this<OpLane> {
   bool start_watching(const c10::intrusive_ptr<WorkCcl>& work);
   void hand_to_watcher(const c10::intrusive_ptr<WorkCcl>& work);
   void watch();  // one watcher thread's loop
+  // Waits until no thread of the pool drives and a work is queued, and takes the driving; false
+  // once stopping with nothing left.
+  bool take_driving();
+  // The driver's next work, or none: then the driving is given up.
+  c10::intrusive_ptr<WorkCcl> next_to_drive();
+  // Drives `work` to completion (its future's callbacks run here).
+  void complete(c10::intrusive_ptr<WorkCcl> work);
   // Drops the works the watcher held last (finished_) on the calling thread.
   void release_finished();
 

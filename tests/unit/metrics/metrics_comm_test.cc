@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <latch>
 #include <map>
 #include <sstream>
 #include <string>
@@ -197,15 +198,21 @@ TEST(MetricsCommLifecycle, FinalizeWritesTheFile) {
   TempDir dir("ccl_metrics");
   ScopedEnv file("CCL_METRICS_FILE", (dir.path() + "/m_%r.prom").c_str());
   ScopedEnv interval("CCL_METRICS_INTERVAL", "3600");
+  // The ranks share the process's one file: rank 0 reads it once both finalizes have written it
+  // and before either destroy rewrites it (a read during a write finds its temporary file).
+  std::latch finalized(2);
+  std::latch read(2);
   with_ranks(2, "finalized", 30000, [&](int rank, cclComm_t comm) {
     float x = 1, y = 0;
-    ASSERT_EQ(cclAllReduce(&x, &y, 1, cclFloat32, cclSum, comm, nullptr), cclSuccess);
-    ASSERT_EQ(cclCommFinalize(comm), cclSuccess);
+    EXPECT_EQ(cclAllReduce(&x, &y, 1, cclFloat32, cclSum, comm, nullptr), cclSuccess);
+    EXPECT_EQ(cclCommFinalize(comm), cclSuccess);
+    finalized.arrive_and_wait();  // bounded: both threads reach it whatever the results
     if (rank == 0) {
       // Written by finalize, not by the interval (an hour) nor by destroy (not yet).
       const PromText text = read_only_file(dir.path());
       EXPECT_EQ(text.sum("ccl_operations_total", {{"rank", "0"}, {"collective", "allreduce"}}), 1);
     }
+    read.arrive_and_wait();
     EXPECT_EQ(cclCommDestroy(comm), cclSuccess);
   });
 }
