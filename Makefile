@@ -23,8 +23,10 @@ NP ?= 2
 deps:
 	./scripts/install-deps.sh
 
+# CMAKE_ARGS: more -D options for the Release build (.ci/run requires the CUDA toolkit and torch).
+CMAKE_ARGS ?=
 build: deps
-	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_ARGS)
 	cmake --build $(BUILD) -j $(JOBS)
 
 run: build

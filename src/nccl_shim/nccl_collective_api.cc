@@ -21,8 +21,9 @@ cclRedOp_t to_ccl(ncclRedOp_t op) { return static_cast<cclRedOp_t>(op); }
 template <class Call>
 ncclResult_t with_ccl(ncclComm_t comm, cudaStream_t stream, const char* function, Call call) {
   begin_call();
-  cclComm_t c = checked(comm, function);
-  if (c == nullptr) return ncclInvalidArgument;
+  ncclResult_t refused = ncclSuccess;
+  cclComm_t c = checked_for_operation(comm, function, &refused);
+  if (c == nullptr) return refused;
   cclStream_t s = nullptr;
   if (const ncclResult_t r = ccl_stream_for(stream, &s); r != ncclSuccess) return r;
   return from_ccl(call(c, s));

@@ -1,6 +1,6 @@
 // NCCL's communicator calls on ccl's: init (rank, config, all, scalable), split, shrink, revoke,
-// grow, finalize, destroy, abort, the queries, registration; what ccl does not have (symmetric
-// memory windows) is refused with ncclInvalidUsage.
+// grow, finalize, destroy, abort, the queries, registration, and NCCL 2.30's suspend, resume and
+// memory statistics (nccl_refused_api.cc has what ccl does not have).
 #include <nccl.h>
 
 #include <cstring>
@@ -176,8 +176,10 @@ ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
   return c != nullptr ? from_ccl(cclCommRevoke(c, revokeFlags)) : ncclInvalidArgument;
 }
 
-// NCCL 2.29's grow (its nccl.h declares these; the 2.28 header this is built with does not): the
-// id comes from any member, the members pass rank -1, each newcomer comm NULL and its rank.
+// NCCL 2.29's grow: the id comes from any member, the members pass rank -1, each newcomer comm
+// NULL and its rank. Built against an older nccl.h, which does not declare them, they are exported
+// ahead of it.
+#if NCCL_VERSION_CODE < NCCL_VERSION(2, 29, 0)
 extern "C" {
 ncclResult_t ncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId* uniqueId);
 ncclResult_t pncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId* uniqueId);
@@ -186,6 +188,7 @@ ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqu
 ncclResult_t pncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank,
                            ncclComm_t* newcomm, ncclConfig_t* config);
 }
+#endif
 
 ncclResult_t ncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId* uniqueId) {
   begin_call();
@@ -274,8 +277,9 @@ ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device) {
 
 ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_t size, void** handle) {
   begin_call();
-  cclComm_t c = checked(comm, "ncclCommRegister");
-  return c != nullptr ? from_ccl(cclCommRegister(c, buff, size, handle)) : ncclInvalidArgument;
+  ncclResult_t refused = ncclSuccess;
+  cclComm_t c = checked_for_operation(comm, "ncclCommRegister", &refused);
+  return c != nullptr ? from_ccl(cclCommRegister(c, buff, size, handle)) : refused;
 }
 
 ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle) {
@@ -284,17 +288,59 @@ ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle) {
   return c != nullptr ? from_ccl(cclCommDeregister(c, handle)) : ncclInvalidArgument;
 }
 
-ncclResult_t ncclCommWindowRegister(ncclComm_t, void*, size_t, ncclWindow_t* win, int) {
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 30, 0)
+// NCCL 2.30 suspends a communicator to release its dynamic GPU memory while it is not needed.
+// ccl allocates a communicator's memory at init and keeps it: suspending releases nothing
+// (ncclStatGpuMemSuspend is 0), and refuses every operation on the communicator until it is
+// resumed, as NCCL does. NCCL_SUSPEND_MEM is the only flag.
+ncclResult_t ncclCommSuspend(ncclComm_t comm, int flags) {
   begin_call();
-  if (win != nullptr) *win = nullptr;
-  return unsupported("ncclCommWindowRegister (symmetric memory windows)",
-                     "ncclCommRegister registers a buffer for every collective");
+  if (checked(comm, "ncclCommSuspend") == nullptr) return ncclInvalidArgument;
+  if ((flags & ~NCCL_SUSPEND_MEM) != 0) {
+    return fail(ncclInvalidArgument,
+                "ncclCommSuspend: flags 0x%x: only NCCL_SUSPEND_MEM (0x%x) is one",
+                static_cast<unsigned>(flags), static_cast<unsigned>(NCCL_SUSPEND_MEM));
+  }
+  if (comm->suspended.exchange(true)) {
+    return fail(ncclInvalidUsage, "ncclCommSuspend: the communicator is suspended already");
+  }
+  return ncclSuccess;
 }
 
-ncclResult_t ncclCommWindowDeregister(ncclComm_t, ncclWindow_t) {
+ncclResult_t ncclCommResume(ncclComm_t comm) {
   begin_call();
-  return unsupported("ncclCommWindowDeregister (symmetric memory windows)", "");
+  if (checked(comm, "ncclCommResume") == nullptr) return ncclInvalidArgument;
+  if (!comm->suspended.exchange(false)) {
+    return fail(ncclInvalidUsage, "ncclCommResume: the communicator is not suspended");
+  }
+  return ncclSuccess;
 }
+
+ncclResult_t ncclCommMemStats(ncclComm_t comm, ncclCommMemStat_t stat, uint64_t* value) {
+  const char* function = "ncclCommMemStats";
+  begin_call();
+  if (checked(comm, function) == nullptr) return ncclInvalidArgument;
+  if (value == nullptr) return fail(ncclInvalidArgument, "%s: value is NULL", function);
+  switch (stat) {
+    case ncclStatGpuMemSuspend:
+      *value = 0;  // ccl's suspend releases nothing
+      return ncclSuccess;
+    case ncclStatGpuMemSuspended:
+      *value = comm->suspended.load() ? 1 : 0;
+      return ncclSuccess;
+    case ncclStatGpuMemPersist:
+    case ncclStatGpuMemTotal:
+      return unsupported("ncclCommMemStats of ncclStatGpuMemPersist or ncclStatGpuMemTotal",
+                         "ccl does not count a communicator's device memory");
+  }
+  return fail(ncclInvalidArgument, "%s: stat %d is not an ncclCommMemStat_t", function,
+              static_cast<int>(stat));
+}
+
+CCL_NCCL_PROFILING_ALIAS(ncclCommSuspend)
+CCL_NCCL_PROFILING_ALIAS(ncclCommResume)
+CCL_NCCL_PROFILING_ALIAS(ncclCommMemStats)
+#endif
 
 CCL_NCCL_PROFILING_ALIAS(ncclCommInitRankConfig)
 CCL_NCCL_PROFILING_ALIAS(ncclCommInitRank)
@@ -314,5 +360,3 @@ CCL_NCCL_PROFILING_ALIAS(ncclCommUserRank)
 CCL_NCCL_PROFILING_ALIAS(ncclCommCuDevice)
 CCL_NCCL_PROFILING_ALIAS(ncclCommRegister)
 CCL_NCCL_PROFILING_ALIAS(ncclCommDeregister)
-CCL_NCCL_PROFILING_ALIAS(ncclCommWindowRegister)
-CCL_NCCL_PROFILING_ALIAS(ncclCommWindowDeregister)

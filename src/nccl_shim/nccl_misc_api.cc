@@ -8,7 +8,7 @@
 
 using namespace ccl_nccl;
 
-// The ABI this library implements: the nccl.h it was built against (2.28.9: 22809), so that a
+// The ABI this library implements: the nccl.h it was built against (2.30.7: 23007), so that a
 // program checking the version it was built for finds it.
 ncclResult_t ncclGetVersion(int* version) {
   begin_call();

@@ -41,7 +41,9 @@ bool has_field(const ncclConfig_t* config, size_t offset, size_t size) {
 }  // namespace
 
 ncclResult_t from_ccl(cclResult_t result) {
-  if (result == cclTimeout) return ncclRemoteError;
+  // NCCL 2.30 has ncclTimeout, with ccl's value (8); an older header's caller gets ncclRemoteError.
+  constexpr bool has_timeout = static_cast<int>(ncclNumResults) > static_cast<int>(cclTimeout);
+  if (result == cclTimeout && !has_timeout) return ncclRemoteError;
   if (static_cast<int>(result) >= 0 && static_cast<int>(result) < ncclNumResults) {
     return static_cast<ncclResult_t>(result);
   }
@@ -73,6 +75,19 @@ cclComm_t checked(ncclComm_t comm, const char* function) {
     return nullptr;
   }
   return comm->ccl;
+}
+
+cclComm_t checked_for_operation(ncclComm_t comm, const char* function, ncclResult_t* code) {
+  cclComm_t c = checked(comm, function);
+  *code = ncclInvalidArgument;
+  if (c != nullptr && comm->suspended.load()) {
+    *code = fail(ncclInvalidUsage,
+                 "%s: the communicator is suspended (ncclCommSuspend); "
+                 "ncclCommResume it first",
+                 function);
+    return nullptr;
+  }
+  return c;
 }
 
 bool to_ccl_config(const ncclConfig_t* config, cclConfig_t* out, const char* function) {

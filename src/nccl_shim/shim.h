@@ -8,6 +8,7 @@
 
 #include <nccl.h>
 
+#include <atomic>
 #include <string>
 
 #include "ccl/ccl.h"
@@ -17,13 +18,15 @@
 struct ncclComm {
   cclComm_t ccl = nullptr;
   int cuda_device = 0;
+  // Between ncclCommSuspend and ncclCommResume: every operation on it is refused.
+  std::atomic<bool> suspended{false};
 };
 
 namespace ccl_nccl {
 
-// NCCL's code for a ccl result. The codes agree up to cclInProgress (ccl.h copies NCCL's); ccl's
-// cclTimeout, which NCCL does not have, becomes ncclRemoteError: a peer that did not answer in
-// time (the last error says so).
+// NCCL's code for a ccl result. The codes agree (ccl.h copies NCCL's, ncclTimeout included since
+// NCCL 2.30); built against an older nccl.h, which has no ncclTimeout, ccl's cclTimeout becomes
+// ncclRemoteError: a peer that did not answer in time (the last error says so).
 ncclResult_t from_ccl(cclResult_t result);
 
 // The calling thread's last error: the shim's own message when the shim refused a call itself,
@@ -34,6 +37,9 @@ const char* last_error(ncclComm_t comm);
 
 // ccl's communicator of `comm`, or nullptr after fail(ncclInvalidArgument) naming `function`.
 cclComm_t checked(ncclComm_t comm, const char* function);
+// The same for an operation (a collective, a send or receive, a registration): nullptr also
+// after fail(ncclInvalidUsage) while `comm` is suspended; *code is the failure's code.
+cclComm_t checked_for_operation(ncclComm_t comm, const char* function, ncclResult_t* code);
 
 // `config` (NULL: none) into ccl's; false after fail(ncclInvalidArgument) when it was not made
 // by NCCL_CONFIG_INITIALIZER. Reads only the fields inside config->size (older callers' structs

@@ -309,11 +309,61 @@ static void check_refusals(void) {
   if (strstr(ncclGetLastError(NULL), "NCCL_CONFIG_INITIALIZER") == NULL) {
     failf("bad config: %s", ncclGetLastError(NULL));
   }
-  for (int r = 0; r <= ncclInProgress; ++r) {
+  for (int r = 0; r < ncclNumResults; ++r) {
     if (ncclGetErrorString((ncclResult_t)r) == NULL) failf("no string for %d", r);
   }
   if (ncclGetErrorString((ncclResult_t)1234) == NULL) failf("no string for 1234");
 }
+
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 30, 0)
+/* nccl_program_device.cc: the device API's host calls (nccl_device/core.h is for C++). */
+int check_device_api(ncclComm_t comm, int rank, int nranks, char* why, size_t size);
+
+/* NCCL 2.30's calls, which torch's CUDA wheels link: suspend and resume (ccl releases nothing, and
+ * refuses operations while suspended), the memory statistics ccl can answer, the properties that
+ * say ccl has no device API, and the refusals (windows, one-sided RMA, parameters, device API). */
+static void check_nccl_2_30(void) {
+  ncclComm_t c = comms[0];
+  float x = 1;
+  uint64_t stat = 99;
+  EXPECT_OK(ncclCommMemStats(c, ncclStatGpuMemSuspended, &stat));
+  if (stat != 0) failf("ncclStatGpuMemSuspended before a suspend: %llu", (unsigned long long)stat);
+  EXPECT_RESULT(ncclInvalidArgument, ncclCommSuspend(c, 0x10));
+  EXPECT_OK(ncclCommSuspend(c, NCCL_SUSPEND_MEM));
+  EXPECT_RESULT(ncclInvalidUsage, ncclCommSuspend(c, NCCL_SUSPEND_MEM));
+  EXPECT_OK(ncclCommMemStats(c, ncclStatGpuMemSuspended, &stat));
+  if (stat != 1) failf("ncclStatGpuMemSuspended while suspended: %llu", (unsigned long long)stat);
+  EXPECT_OK(ncclCommMemStats(c, ncclStatGpuMemSuspend, &stat));
+  if (stat != 0)
+    failf("ncclStatGpuMemSuspend: %llu, ccl releases nothing", (unsigned long long)stat);
+  EXPECT_RESULT(ncclInvalidUsage, ncclAllReduce(&x, &x, 1, ncclFloat, ncclSum, c, NULL));
+  if (strstr(ncclGetLastError(c), "suspended") == NULL) failf("suspended: %s", ncclGetLastError(c));
+  void* handle = NULL;
+  EXPECT_RESULT(ncclInvalidUsage, ncclCommRegister(c, &x, sizeof(x), &handle));
+  EXPECT_OK(ncclCommResume(c));
+  EXPECT_RESULT(ncclInvalidUsage, ncclCommResume(c));
+  EXPECT_OK(ncclCommMemStats(c, ncclStatGpuMemSuspended, &stat));
+  if (stat != 0) failf("ncclStatGpuMemSuspended after resume: %llu", (unsigned long long)stat);
+  EXPECT_OK(ncclCommRegister(c, &x, sizeof(x), &handle)); /* usable again */
+  EXPECT_OK(ncclCommDeregister(c, handle));
+  EXPECT_RESULT(ncclInvalidUsage, ncclCommMemStats(c, ncclStatGpuMemTotal, &stat));
+  EXPECT_RESULT(ncclInvalidArgument, ncclCommMemStats(c, (ncclCommMemStat_t)42, &stat));
+  EXPECT_RESULT(ncclInvalidArgument, ncclCommMemStats(c, ncclStatGpuMemSuspend, NULL));
+
+  char why[256];
+  if (!check_device_api(c, rank_of[0], nranks, why, sizeof(why))) failf("%s", why);
+  void* ptr = &x;
+  EXPECT_RESULT(ncclInvalidUsage, ncclWinGetUserPtr(c, NULL, &ptr));
+  if (ptr != NULL) failf("ncclWinGetUserPtr left a pointer");
+  EXPECT_RESULT(ncclInvalidUsage, ncclSignal(0, 0, 0, 0, c, NULL));
+  ncclWaitSignalDesc_t desc = {1, 0, 0, 0};
+  EXPECT_RESULT(ncclInvalidUsage, ncclWaitSignal(1, &desc, c, NULL));
+  EXPECT_RESULT(ncclInvalidUsage, ncclPutSignal(&x, 1, ncclFloat, 0, NULL, 0, 0, 0, 0, c, NULL));
+  ncclParamHandle_t param = NULL;
+  EXPECT_RESULT(ncclInvalidUsage, ncclParamBind(&param, "NCCL_DEBUG"));
+  if (strstr(ncclGetLastError(NULL), "CCL_") == NULL) failf("params: %s", ncclGetLastError(NULL));
+}
+#endif
 
 /* A split (color rank % 2, key -rank) whose child is non-blocking: polled until ready, then
  * used. Ranks mode: each process makes its own call. */
@@ -492,6 +542,9 @@ int main(int argc, char** argv) {
   check_rooted_and_p2p();
   check_ops_and_memory();
   check_refusals();
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 30, 0)
+  check_nccl_2_30();
+#endif
   if (!threads) check_split();
   if (!threads && nranks >= 2) check_recovery(argv[2]);
   for (int l = 0; l < local_ranks; ++l) {

@@ -19,8 +19,16 @@ if [ "$n" -lt 60 ]; then
   echo "symbols_check: only $n functions found in $header: has its format changed?"
   exit 1
 fi
-# Newer NCCL's functions the shim exports ahead of this header (NCCL 2.29's grow).
+# Newer NCCL's functions the shim exports ahead of an older header (NCCL 2.29's grow), and the
+# host calls of NCCL's device API (nccl_device/core.h, beside nccl.h since 2.28), which the shim
+# may export (refusing them) for programs such as torch that link them.
 ahead=$(printf '%s\n' ncclCommGetUniqueId ncclCommGrow pncclCommGetUniqueId pncclCommGrow | sort)
+device_core="$(dirname "$header")/nccl_device/core.h"
+if [ -f "$device_core" ]; then
+  device_host=$(grep -oE '__host__[[:space:]]+ncclResult_t[[:space:]]+nccl[A-Za-z0-9_]+[[:space:]]*\(' "$device_core" |
+                sed -E 's/^__host__[[:space:]]+ncclResult_t[[:space:]]+//; s/[[:space:]]*\($//')
+  ahead=$(printf '%s\n%s\n' "$ahead" "$device_host" | sort -u)
+fi
 missing=$(comm -23 <(echo "$declared") <(echo "$exported"))
 extra=$(comm -13 <(sort -u <(echo "$declared") <(echo "$ahead")) <(echo "$every_export"))
 soname=$(readelf -d "$library" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
