@@ -215,8 +215,18 @@ void DeviceWorld::enqueue(const algo::device::Program& program, const DeviceBind
                 stream);
   }
   const bool capturing = cuda::is_capturing(stream);
-  queue_program(program, bindings, stream, capturing ? 0 : track());
-  if (!capturing) DeviceWatchdog::wake();
+  if (capturing) {
+    queue_program(program, bindings, stream, 0);
+    return;
+  }
+  // Every program shares the scratch halves and the flags: one queued on another stream than the
+  // previous one waits for it, as NCCL orders a call after the communicator's previous one.
+  if (!last_program_) last_program_ = std::make_unique<cuda::Event>();
+  if (last_stream_ && *last_stream_ != stream) cuda::stream_wait_event(stream, *last_program_);
+  queue_program(program, bindings, stream, track());
+  last_program_->record(stream);
+  last_stream_ = stream;
+  DeviceWatchdog::wake();
 }
 
 void DeviceWorld::run(const algo::device::Program& program, const DeviceBindings& bindings) {

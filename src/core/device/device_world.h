@@ -18,7 +18,11 @@
 // same on every rank (as with NCCL): a call on a ccl stream made from a CUDA stream is queued on
 // that stream when it is made (enqueue); one on the NULL stream is queued on the world's own
 // stream, after the work of the legacy stream, and waited for (run); one on a ccl stream of
-// host work when the stream runs it (run).
+// host work when the stream runs it (run). Programs queued on different streams run in that
+// order too: a program queued on another stream than the previous one waits there for the
+// previous one's end (an event; no host thread waits), since all share the scratch and the
+// flags. Programs captured into a graph are ordered by the graph's launches, which the caller
+// orders (the wait is not captured).
 //
 // Failure: a stream never waits unbounded. Every program queued outside a graph capture ends by
 // writing its number into this rank's word of the flag page; the watchdog (device_watchdog.h)
@@ -34,6 +38,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -157,6 +162,10 @@ class DeviceWorld {
   std::vector<cuda::DeviceAllocation> temps_;  // in-place alltoallv's copies; the last is in use
 
   std::mutex queue_mutex_;  // one program queued at a time: their order is the calls' order
+  // The last program queued outside a capture, and its stream (under queue_mutex_): the next one,
+  // on another stream, waits for it there.
+  std::unique_ptr<cuda::Event> last_program_;
+  std::optional<void*> last_stream_;
   mutable std::mutex flight_mutex_;
   struct InFlight {
     uint32_t number = 0;

@@ -366,10 +366,79 @@ TEST_F(DeviceWorld, CallsOnACudaStreamReturnBeforeItRunsAndNoHostThreadWaits) {
     std::vector<float> got(kCount);
     fake::from_device(got.data(), dred, kCount * 4);
     EXPECT_EQ(got, sum);
-    EXPECT_EQ(from_device(dout, kCount * 4).size(), kCount * 4);
+    // The allgather: every rank's input in rank order; the broadcast after it: rank 0's input.
+    std::vector<std::byte> gathered;
+    for (int q = 0; q < n; ++q) {
+      const auto theirs = pattern(cclFloat32, kCount, q, 0);
+      gathered.insert(gathered.end(), theirs.begin(), theirs.end());
+    }
+    EXPECT_EQ(from_device(dout, kCount * 4 * n), gathered) << "allgather";
+    EXPECT_EQ(from_device(din, kCount * 4), pattern(cclFloat32, kCount, 0, 0)) << "broadcast";
     EXPECT_EQ(cclStreamDestroy(stream), cclSuccess);
     fake::destroy_stream(cuda);
   });
+}
+
+// One communicator's calls on two CUDA streams run in the order they were made, as NCCL orders
+// its work after the communicator's previous operation whatever its stream. The streams are held
+// in the worst order: rank 0's first stream and rank 1's second, so that unordered, rank 0 would
+// run its second call against rank 1's first in the same scratch and flags.
+TEST_F(DeviceWorld, CallsOnTwoStreamsRunInTheOrderTheyWereMade) {
+  constexpr int n = 2;
+  constexpr size_t kCount = 30000;  // several chunks of the 32 KiB halves
+  ccl::Config config = ccl_test::test_config();
+  config.timeout = std::chrono::seconds(5);  // unordered, a program would wait for its peer's
+  ccl_test::run_ranks(
+      n,
+      [&](ccl::Communicator& comm) {
+        const int r = comm.rank();
+        CUstream_st* cuda[2] = {fake::create_stream(false), fake::create_stream(false)};
+        cclStream_t stream[2] = {nullptr, nullptr};
+        for (int k = 0; k < 2; ++k) ASSERT_EQ(cclStreamFromCuda(cuda[k], &stream[k]), cclSuccess);
+        void* din[2];
+        void* dout[2];
+        for (int k = 0; k < 2; ++k) {
+          din[k] = to_device(pattern(cclFloat32, kCount, r, k));
+          dout[k] = to_device(std::vector<std::byte>(kCount * 4, std::byte{0}));
+        }
+        {
+          fake::Gate gate(cuda[r == 0 ? 0 : 1]);
+          ASSERT_EQ(
+              cclAllReduce(din[0], dout[0], kCount, cclFloat32, cclSum, comm.get(), stream[0]),
+              cclSuccess);
+          ASSERT_EQ(cclAllGather(din[1], dout[1], kCount / n, cclFloat32, comm.get(), stream[1]),
+                    cclSuccess);
+          std::this_thread::sleep_for(200ms);  // the open stream runs what it may
+        }
+        for (int k = 0; k < 2; ++k) {
+          EXPECT_EQ(cclStreamSynchronize(stream[k]), cclSuccess) << cclGetLastError(comm.get());
+        }
+        cclResult_t async = cclSuccess;
+        EXPECT_EQ(cclCommGetAsyncError(comm.get(), &async), cclSuccess);
+        EXPECT_EQ(async, cclSuccess) << cclGetLastError(comm.get());
+        // Expected values computed here, apart from the kernels: sums of 1s and 2s, and each
+        // rank's first kCount / n elements in rank order.
+        std::vector<float> sum(kCount, 0.0f);
+        std::vector<float> gathered;
+        for (int q = 0; q < n; ++q) {
+          for (size_t i = 0; i < kCount; ++i) sum[i] += (q + i) % 3 == 0 ? 2.0f : 1.0f;
+          for (size_t i = 0; i < kCount / n; ++i)
+            gathered.push_back((q + i + 1) % 3 == 0 ? 2.0f : 1.0f);
+        }
+        std::vector<float> got(kCount);
+        fake::from_device(got.data(), dout[0], kCount * 4);
+        EXPECT_EQ(got, sum) << "the allreduce on the first stream";
+        fake::from_device(got.data(), dout[1], kCount * 4);
+        got.resize(gathered.size());
+        EXPECT_EQ(got, gathered) << "the allgather on the second stream";
+        for (int k = 0; k < 2; ++k) {
+          EXPECT_EQ(cclStreamDestroy(stream[k]), cclSuccess);
+          fake::destroy_stream(cuda[k]);
+          fake::device_free(din[k]);
+          fake::device_free(dout[k]);
+        }
+      },
+      config);
 }
 
 // A graph captured once replays the collective each time it runs, with each replay's inputs.
