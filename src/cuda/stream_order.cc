@@ -27,9 +27,12 @@ std::atomic_ref<uint32_t> word_of(const PinnedBuffer& buffer) {
 bool reached(uint32_t a, uint32_t b) { return static_cast<int32_t>(a - b) >= 0; }
 
 // The fallback hold: a host function on the CUDA stream that returns once the word reaches its
-// operation. Bounded: a ccl operation ends within its timeout; past kHostHoldLimit the CUDA
-// stream is let go (the ccl stream reports what went wrong).
-constexpr auto kHostHoldLimit = std::chrono::minutes(30);
+// operation. Bounded by the operation's own bounds: when the CUDA stream reaches the hold, the
+// work before the operation is done, so the operation ends within its wait for that work and its
+// run, each bounded by its timeout (CCL_TIMEOUT); past twice that (and a second) the CUDA stream
+// is let go, and the ccl stream reports what went wrong. The bound matters more than it seems:
+// CUDA runs every stream's host functions on one thread, so a hold that never returned would
+// stop every stream's host functions of the process.
 // How long ~StreamOrder waits for the CUDA stream to pass its last hold before it gives up and
 // leaves the word allocated (4 bytes of pinned memory) rather than free memory still read.
 constexpr auto kDrainLimit = std::chrono::seconds(10);
@@ -37,11 +40,12 @@ constexpr auto kDrainLimit = std::chrono::seconds(10);
 struct HostHold {
   std::atomic<uint32_t>* word;
   uint32_t seq;
+  std::chrono::milliseconds limit;
 };
 
 void host_hold(void* data) {
   std::unique_ptr<HostHold> hold(static_cast<HostHold*>(data));
-  const auto deadline = Clock::now() + kHostHoldLimit;
+  const auto deadline = Clock::now() + hold->limit;
   for (int spins = 0; !reached(hold->word->load(std::memory_order_acquire), hold->seq); ++spins) {
     if (Clock::now() > deadline) return;
     if (spins < 1000) {
@@ -104,7 +108,7 @@ StreamOrder::Ticket StreamOrder::begin() {
   return Ticket{event, ++next_seq_};
 }
 
-void StreamOrder::hold(const Ticket& ticket) {
+void StreamOrder::hold(const Ticket& ticket, std::chrono::milliseconds timeout) {
   const DriverApi& api = require_driver("cclStreamFromCuda");
   ContextScope scope(context_);
   auto stream = static_cast<CUstream>(stream_);
@@ -118,7 +122,8 @@ void StreamOrder::hold(const Ticket& ticket) {
     host_func_ = status == CUDA_ERROR_NOT_SUPPORTED;
   }
   if (host_func_) {
-    auto* hold = new HostHold{reinterpret_cast<std::atomic<uint32_t>*>(word_.data()), ticket.seq};
+    auto* hold = new HostHold{reinterpret_cast<std::atomic<uint32_t>*>(word_.data()), ticket.seq,
+                              2 * timeout + std::chrono::seconds(1)};
     status = api.launch_host_func(stream, host_hold, hold);
     if (status != CUDA_SUCCESS) {
       delete hold;
@@ -153,7 +158,7 @@ void StreamOrder::end(const Ticket& ticket) {
 StreamOrder::StreamOrder(void*) { throw_no_driver("cclStreamFromCuda"); }
 StreamOrder::~StreamOrder() = default;
 StreamOrder::Ticket StreamOrder::begin() { return {}; }
-void StreamOrder::hold(const Ticket&) {}
+void StreamOrder::hold(const Ticket&, std::chrono::milliseconds) {}
 cclResult_t StreamOrder::wait(const Ticket&, std::chrono::milliseconds) { return cclSuccess; }
 void StreamOrder::end(const Ticket&) {}
 

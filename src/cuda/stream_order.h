@@ -6,7 +6,8 @@
 //   after:  a pinned host word counts the operations done; right after queueing, the CUDA stream
 //           is made to wait (cuStreamWaitValue32, GEQ) until the word reaches the operation's
 //           number, so CUDA work queued later sees its result. Where the driver refuses stream
-//           memory operations, a host function on the CUDA stream waits for the word instead.
+//           memory operations, a host function on the CUDA stream waits for the word instead,
+//           for at most twice the operation's timeout.
 //
 // The word is written when the operation ends whether it succeeded or not: a failed operation
 // reports its error on the ccl stream (cclStreamSynchronize) and never leaves the CUDA stream
@@ -39,8 +40,9 @@ class StreamOrder {
 
   // On the queueing thread, before the operation is queued: records the "before" event.
   Ticket begin();
-  // On the queueing thread, once it is queued: the CUDA stream waits for its end.
-  void hold(const Ticket& ticket);
+  // On the queueing thread, once it is queued: the CUDA stream waits for its end. `timeout`: the
+  // operation's (the host-function fallback lets the CUDA stream go after twice that).
+  void hold(const Ticket& ticket, std::chrono::milliseconds timeout);
   // On the thread that runs it, first: waits for the CUDA work before it (bounded by
   // `timeout`). cclSuccess, or the
   // error to report (cclTimeout, cclUnhandledCudaError); the operation runs in any case, so that

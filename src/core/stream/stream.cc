@@ -45,7 +45,7 @@ void cclStream::enqueue(ccl::StreamWork work, std::chrono::milliseconds timeout,
   work.timeout = timeout;
   const ccl::cuda::StreamOrder::Ticket ticket = work.ticket;
   core_->enqueue(std::move(work), timeout);
-  cuda_->hold(ticket);
+  cuda_->hold(ticket, timeout);
 }
 
 cclStream::~cclStream() {

@@ -476,8 +476,66 @@ CUresult stream_batch_mem_op(CUstream stream, unsigned int count, CUstreamBatchM
   });
   return CUDA_SUCCESS;
 }
+// Host functions: as CUDA runs them, on one thread of the process for every stream, one at a
+// time; the stream waits until its function returned. A host function that waits for another
+// stream's host function therefore waits forever, on a real GPU as here (the fake aborts after
+// 60 s, saying so).
+class HostCallbacks {
+ public:
+  // The process's one (a forked child makes its own: its parent's thread is not in it). Never
+  // destroyed: streams may outlive statics.
+  static HostCallbacks& get() {
+    static std::mutex made;
+    static HostCallbacks* one = nullptr;
+    std::lock_guard lock(made);
+    if (one == nullptr || one->pid_ != getpid()) one = new HostCallbacks;
+    return *one;
+  }
+  void run(CUhostFn fn, void* data) {
+    auto done = std::make_shared<std::atomic<bool>>(false);
+    {
+      std::lock_guard lock(mutex_);
+      queue_.push_back([fn, data, done] {
+        fn(data);
+        done->store(true, std::memory_order_release);
+      });
+    }
+    cv_.notify_one();
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (!done->load(std::memory_order_acquire)) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        std::fprintf(stderr,
+                     "fake CUDA: a stream waited 60 s for its host function: the process's one "
+                     "host-callback thread was busy with another (a deadlock on a real GPU)\n");
+        std::abort();
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+  }
+
+ private:
+  HostCallbacks() {
+    std::thread([this] {
+      std::unique_lock lock(mutex_);
+      for (;;) {
+        cv_.wait(lock, [&] { return !queue_.empty(); });
+        std::function<void()> fn = std::move(queue_.front());
+        queue_.pop_front();
+        lock.unlock();
+        fn();
+        lock.lock();
+      }
+    }).detach();
+  }
+  const pid_t pid_ = getpid();
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> queue_;
+};
+
 CUresult launch_host_func(CUstream stream, CUhostFn fn, void* data) {
-  queue(stream, [fn, data] { fn(data); });
+  if (fn == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  queue(stream, [fn, data] { HostCallbacks::get().run(fn, data); });
   return CUDA_SUCCESS;
 }
 CUresult event_create(CUevent* event, unsigned int) {
