@@ -31,6 +31,24 @@ namespace {
 
 constexpr size_t kArenaBytes = size_t{1} << 30;  // virtual: the memfd is sparse
 
+// Polls until `ready()`, yielding, then sleeping 20 us. A wait of `limit` would hang a real GPU:
+// the fake says which wait it was (`what`) and aborts, so that a test fails instead of hanging.
+template <class Ready>
+void wait_or_abort(Ready ready, std::chrono::seconds limit, const char* what) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  for (int polls = 0; !ready(); ++polls) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      std::fprintf(stderr, "fake CUDA: %s\n", what);
+      std::abort();
+    }
+    if (polls < 50) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+  }
+}
+
 // A stream: a queue run in order by a thread of its own. Counts what was queued on it and
 // what is done, so that the legacy stream's rule can be kept (blocking_push below).
 // A graph being captured, or captured: the work its stream was given, replayed in order.
@@ -47,16 +65,8 @@ class FakeStream {
   uint64_t pushed() const { return pushed_.load(); }
   // Waits (on the caller's stream thread) until the first `n` items queued here are done.
   void wait_done(uint64_t n) const {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    while (done_.load() < n) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        std::fprintf(stderr,
-                     "fake CUDA: a stream waited 20 s for the legacy stream's order "
-                     "(a deadlock on a real GPU)\n");
-        std::abort();
-      }
-      std::this_thread::sleep_for(std::chrono::microseconds(20));
-    }
+    wait_or_abort([&] { return done_.load() >= n; }, std::chrono::seconds(20),
+                  "a stream waited 20 s for the legacy stream's order (a deadlock on a real GPU)");
   }
   ~FakeStream() {
     {
@@ -390,22 +400,9 @@ bool wait_satisfied(uint32_t word, uint32_t value, unsigned int flags) {
 // The stream waits on a word of memory, as the GPU's front end does: no host thread is asked.
 // A wait that lasts 60 s would hang a real GPU: the fake says so and aborts.
 void wait_on_word(std::atomic<uint32_t>* word, uint32_t value, unsigned int flags) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  for (int polls = 0; !wait_satisfied(word->load(std::memory_order_acquire), value, flags);
-       ++polls) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      std::fprintf(stderr,
-                   "fake CUDA: a stream waited 60 s on a memory word (value %u, flags %u): a "
-                   "hang on a real GPU\n",
-                   value, flags);
-      std::abort();
-    }
-    if (polls < 50) {
-      std::this_thread::yield();
-    } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(20));
-    }
-  }
+  wait_or_abort([&] { return wait_satisfied(word->load(std::memory_order_acquire), value, flags); },
+                std::chrono::seconds(60),
+                "a stream waited 60 s on a memory word: a hang on a real GPU");
 }
 
 std::atomic<uint32_t>* word_at(CUdeviceptr addr) {
@@ -501,16 +498,9 @@ class HostCallbacks {
       });
     }
     cv_.notify_one();
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    while (!done->load(std::memory_order_acquire)) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        std::fprintf(stderr,
-                     "fake CUDA: a stream waited 60 s for its host function: the process's one "
-                     "host-callback thread was busy with another (a deadlock on a real GPU)\n");
-        std::abort();
-      }
-      std::this_thread::sleep_for(std::chrono::microseconds(20));
-    }
+    wait_or_abort([&] { return done->load(std::memory_order_acquire); }, std::chrono::seconds(60),
+                  "a stream waited 60 s for its host function: the process's one host-callback "
+                  "thread was busy with another (a deadlock on a real GPU)");
   }
 
  private:
@@ -575,14 +565,8 @@ CUresult stream_wait_event(CUstream stream, CUevent event, unsigned int flags) {
   std::shared_ptr<EventState> e = reinterpret_cast<FakeEvent*>(event)->state;
   const uint64_t n = e->recorded.load();
   queue(stream, [e, n] {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    while (e->passed.load(std::memory_order_acquire) < n) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        std::fprintf(stderr, "fake CUDA: a stream waited 60 s for an event (a hang)\n");
-        std::abort();
-      }
-      std::this_thread::sleep_for(std::chrono::microseconds(20));
-    }
+    wait_or_abort([&] { return e->passed.load(std::memory_order_acquire) >= n; },
+                  std::chrono::seconds(60), "a stream waited 60 s for an event (a hang)");
   });
   return CUDA_SUCCESS;
 }
