@@ -216,6 +216,16 @@ void DeviceWorld::enqueue(const algo::device::Program& program, const DeviceBind
   }
   const bool capturing = cuda::is_capturing(stream);
   if (capturing) {
+    // CUDA forbids allocating during a capture (and it would invalidate the capture): a program
+    // that needs a device copy (an in-place alltoallv) uses one an earlier call made, or none.
+    if (program.temp_bytes > 0 && (temps_.empty() || temps_.back().size() < program.temp_bytes)) {
+      throw_error(cclInvalidUsage,
+                  "an in-place alltoallv sends from a device copy of its input (%llu bytes), and "
+                  "device memory cannot be allocated during a CUDA graph capture: make the same "
+                  "call (or a larger one) once before capturing, which keeps the copy, or give "
+                  "it separate send and receive buffers",
+                  static_cast<unsigned long long>(program.temp_bytes));
+    }
     queue_program(program, bindings, stream, 0);
     return;
   }

@@ -452,7 +452,9 @@ TEST_F(DeviceWorld, GraphCaptureReplaysTheCollective) {
     ASSERT_EQ(cclStreamFromCuda(cuda, &stream), cclSuccess);
     auto* din = static_cast<float*>(fake::device_alloc(kCount * 4));
     auto* dout = static_cast<float*>(fake::device_alloc(kCount * 4));
-    fake::begin_capture(cuda);
+    // Thread-local: the ranks are threads of one process here, standing for processes, whose
+    // captures do not forbid each other's calls (a global one would, within one process).
+    fake::begin_capture(cuda, fake::CaptureMode::ThreadLocal);
     ASSERT_EQ(cclAllReduce(din, dout, kCount, cclFloat32, cclSum, comm.get(), stream), cclSuccess)
         << cclGetLastError(comm.get());
     // Host work cannot be captured: refused at once, naming why.
@@ -462,6 +464,7 @@ TEST_F(DeviceWorld, GraphCaptureReplaysTheCollective) {
         cclInvalidUsage);
     EXPECT_NE(std::string(cclGetLastError(comm.get())).find("capturing"), std::string::npos);
     fake::Graph* graph = fake::end_capture(cuda);
+    ASSERT_NE(graph, nullptr) << "the capture was invalidated";
     EXPECT_GT(fake::graph_nodes(graph), 0u);
     for (int replay = 1; replay <= 3; ++replay) {
       std::vector<float> in(kCount, static_cast<float>(replay * (r + 1)));
@@ -475,6 +478,66 @@ TEST_F(DeviceWorld, GraphCaptureReplaysTheCollective) {
     fake::destroy_graph(graph);
     EXPECT_EQ(cclStreamDestroy(stream), cclSuccess);
     fake::destroy_stream(cuda);
+  });
+}
+
+// CUDA forbids allocating during a capture. An in-place alltoallv sends from a device copy of its
+// input: captured before any such copy exists, it is refused at once, naming why, and the capture
+// stays valid; once an eager call has made the copy, the captured call uses it and replays right.
+TEST_F(DeviceWorld, ACapturedInPlaceAlltoallvAllocatesNothing) {
+  constexpr int n = 2;
+  constexpr size_t kBlock = 3000;
+  ccl_test::run_ranks(n, [&](ccl::Communicator& comm) {
+    const int r = comm.rank();
+    CUstream_st* cuda = fake::create_stream(false);
+    cclStream_t stream = nullptr;
+    ASSERT_EQ(cclStreamFromCuda(cuda, &stream), cclSuccess);
+    auto* buf = static_cast<float*>(fake::device_alloc(n * kBlock * 4));
+    const std::vector<size_t> counts(n, kBlock), displs = {0, kBlock};
+    auto alltoallv = [&] {
+      return cclAlltoAllV(buf, counts.data(), displs.data(), buf, counts.data(), displs.data(),
+                          cclFloat32, comm.get(), stream);
+    };
+    // Block q of rank r holds 10 r + q; after the exchange block q holds 10 q + r.
+    auto fill = [&] {
+      std::vector<float> in(n * kBlock);
+      for (int q = 0; q < n; ++q) std::fill_n(in.begin() + q * kBlock, kBlock, 10.0f * r + q);
+      fake::to_device(buf, in.data(), in.size() * 4);
+    };
+    auto expect_exchanged = [&](const char* what) {
+      std::vector<float> out(n * kBlock);
+      fake::from_device(out.data(), buf, out.size() * 4);
+      for (int q = 0; q < n; ++q) {
+        EXPECT_EQ(out[q * kBlock], 10.0f * q + r) << what << ": block " << q;
+        EXPECT_EQ(out[q * kBlock + kBlock - 1], 10.0f * q + r) << what << ": block " << q;
+      }
+    };
+
+    fake::begin_capture(cuda, fake::CaptureMode::ThreadLocal);
+    EXPECT_EQ(alltoallv(), cclInvalidUsage);
+    EXPECT_NE(std::string(cclGetLastError(comm.get())).find("graph capture"), std::string::npos)
+        << cclGetLastError(comm.get());
+    fake::Graph* refused = fake::end_capture(cuda);
+    EXPECT_NE(refused, nullptr) << "the refusal invalidated the capture";
+    if (refused != nullptr) fake::destroy_graph(refused);
+
+    fill();
+    ASSERT_EQ(alltoallv(), cclSuccess) << cclGetLastError(comm.get());
+    ASSERT_EQ(cclStreamSynchronize(stream), cclSuccess);
+    expect_exchanged("eager");
+
+    fake::begin_capture(cuda, fake::CaptureMode::ThreadLocal);
+    ASSERT_EQ(alltoallv(), cclSuccess) << cclGetLastError(comm.get());
+    fake::Graph* graph = fake::end_capture(cuda);
+    ASSERT_NE(graph, nullptr) << "the capture was invalidated (an allocation during it?)";
+    fill();
+    fake::launch_graph(graph, cuda);
+    fake::synchronize(cuda);
+    expect_exchanged("replayed");
+    fake::destroy_graph(graph);
+    EXPECT_EQ(cclStreamDestroy(stream), cclSuccess);
+    fake::destroy_stream(cuda);
+    fake::device_free(buf);
   });
 }
 

@@ -54,6 +54,9 @@ void wait_or_abort(Ready ready, std::chrono::seconds limit, const char* what) {
 // A graph being captured, or captured: the work its stream was given, replayed in order.
 struct FakeGraph {
   std::vector<std::function<void()>> nodes;
+  CaptureMode mode = CaptureMode::Global;
+  std::thread::id thread;    // the thread that began the capture
+  bool invalidated = false;  // an unsafe call during it: cuStreamEndCapture gives no graph
 };
 
 class FakeStream {
@@ -226,6 +229,28 @@ void queue(CUstream handle, std::function<void()> fn) {
   });
 }
 
+// The captures under way (under order_mutex), for the calls CUDA calls potentially unsafe during
+// a capture: allocation, freeing, pinning and synchronizing. As the driver decides it (for a
+// thread in the default global interaction mode): a thread may not make them while it has a
+// capture of its own that is not relaxed, nor while another thread has a global capture. Such a
+// call fails with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates the capture(s) that
+// forbade it.
+std::set<FakeGraph*> captures;
+
+CUresult unsafe_call() {
+  std::lock_guard lock(order_mutex);
+  const std::thread::id me = std::this_thread::get_id();
+  bool refused = false;
+  for (FakeGraph* g : captures) {
+    const bool mine = g->thread == me;
+    if ((mine && g->mode != CaptureMode::Relaxed) || (!mine && g->mode == CaptureMode::Global)) {
+      g->invalidated = true;
+      refused = true;
+    }
+  }
+  return refused ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
+}
+
 CUresult get_error_string(CUresult, const char** text) {
   *text = "an error of the fake CUDA driver";
   return CUDA_SUCCESS;
@@ -374,6 +399,7 @@ CUresult stream_destroy(CUstream stream) {
   return CUDA_SUCCESS;
 }
 CUresult stream_synchronize(CUstream stream) {
+  if (const CUresult capture = unsafe_call(); capture != CUDA_SUCCESS) return capture;
   state().host_waits.fetch_add(1);
   {
     std::lock_guard lock(order_mutex);
@@ -577,14 +603,17 @@ CUresult stream_is_capturing(CUstream stream, CUstreamCaptureStatus* status) {
   return CUDA_SUCCESS;
 }
 CUresult mem_alloc(CUdeviceptr* ptr, size_t bytes) {
+  if (const CUresult capture = unsafe_call(); capture != CUDA_SUCCESS) return capture;
   *ptr = reinterpret_cast<CUdeviceptr>(device_alloc(bytes));
   return CUDA_SUCCESS;
 }
 CUresult mem_free(CUdeviceptr ptr) {
+  if (const CUresult capture = unsafe_call(); capture != CUDA_SUCCESS) return capture;
   device_free(reinterpret_cast<void*>(ptr));
   return CUDA_SUCCESS;
 }
 CUresult mem_host_alloc(void** p, size_t bytes, unsigned int) {
+  if (const CUresult capture = unsafe_call(); capture != CUDA_SUCCESS) return capture;
   *p = std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
   if (*p == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
   State& s = state();
@@ -593,6 +622,7 @@ CUresult mem_host_alloc(void** p, size_t bytes, unsigned int) {
   return CUDA_SUCCESS;
 }
 CUresult mem_free_host(void* p) {
+  if (const CUresult capture = unsafe_call(); capture != CUDA_SUCCESS) return capture;
   State& s = state();
   {
     std::lock_guard lock(s.mutex);
@@ -604,6 +634,7 @@ CUresult mem_free_host(void* p) {
 // Registered host memory is pinned memory the fake does not own (the flag page of shared memory).
 std::map<uintptr_t, size_t> registered;  // under State::mutex
 CUresult mem_host_register(void* p, size_t bytes, unsigned int) {
+  if (const CUresult capture = unsafe_call(); capture != CUDA_SUCCESS) return capture;
   State& s = state();
   std::lock_guard lock(s.mutex);
   const auto at = reinterpret_cast<uintptr_t>(p);
@@ -613,6 +644,7 @@ CUresult mem_host_register(void* p, size_t bytes, unsigned int) {
   return CUDA_SUCCESS;
 }
 CUresult mem_host_unregister(void* p) {
+  if (const CUresult capture = unsafe_call(); capture != CUDA_SUCCESS) return capture;
   State& s = state();
   std::lock_guard lock(s.mutex);
   const auto at = reinterpret_cast<uintptr_t>(p);
@@ -920,15 +952,26 @@ Gate::Gate(CUstream_st* stream) : open_(std::make_shared<std::atomic<bool>>(fals
 Gate::~Gate() { open(); }
 void Gate::open() { open_->store(true, std::memory_order_release); }
 
-void begin_capture(CUstream_st* stream) {
+void begin_capture(CUstream_st* stream, CaptureMode mode) {
   std::lock_guard lock(order_mutex);
   FakeStream* s = stream_of(stream);
-  if (s->capture == nullptr) s->capture = new FakeGraph();
+  if (s->capture != nullptr) return;
+  s->capture = new FakeGraph();
+  s->capture->mode = mode;
+  s->capture->thread = std::this_thread::get_id();
+  captures.insert(s->capture);
 }
 Graph* end_capture(CUstream_st* stream) {
   std::lock_guard lock(order_mutex);
   FakeStream* s = stream_of(stream);
-  return reinterpret_cast<Graph*>(std::exchange(s->capture, nullptr));
+  FakeGraph* graph = std::exchange(s->capture, nullptr);
+  if (graph == nullptr) return nullptr;
+  captures.erase(graph);
+  if (graph->invalidated) {
+    delete graph;
+    return nullptr;
+  }
+  return reinterpret_cast<Graph*>(graph);
 }
 size_t graph_nodes(const Graph* graph) {
   return reinterpret_cast<const FakeGraph*>(graph)->nodes.size();

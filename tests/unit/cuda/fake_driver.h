@@ -95,9 +95,15 @@ class Gate {
 // Graph capture, as cuStreamBeginCapture / cuStreamEndCapture / cuGraphLaunch: while a stream
 // captures, the work queued on it is kept, not run (cuStreamIsCapturing says ACTIVE,
 // cuStreamSynchronize on it fails, an event recorded on it completes only when the graph runs);
-// launch_graph queues all of it again, with the arguments it was queued with.
+// launch_graph queues all of it again, with the arguments it was queued with. The modes are
+// CUDA's: during a Global capture (torch's) no thread may allocate, free, pin or synchronize
+// (cuMemAlloc, cuMemFree, cuMemHostAlloc, cuMemHostRegister, cuStreamSynchronize, ...); during
+// a ThreadLocal one, the capturing thread may not; Relaxed forbids nothing. Such a call fails
+// (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED) and invalidates the capture: end_capture then gives
+// nullptr, as cuStreamEndCapture gives CUDA_ERROR_STREAM_CAPTURE_INVALIDATED.
+enum class CaptureMode { Global, ThreadLocal, Relaxed };
 struct Graph;
-void begin_capture(CUstream_st* stream);
+void begin_capture(CUstream_st* stream, CaptureMode mode = CaptureMode::Global);
 Graph* end_capture(CUstream_st* stream);
 size_t graph_nodes(const Graph* graph);
 void launch_graph(const Graph* graph, CUstream_st* stream);

@@ -61,4 +61,57 @@ TEST_F(FakeDriver, HostFunctionsOfEveryStreamRunOnOneThreadOneAtATime) {
   fake::destroy_stream(b);
 }
 
+// During a capture CUDA refuses the calls that could synchronize with the captured work or change
+// memory under it (allocation, freeing, pinning, synchronizing), from every thread during a
+// global capture, from the capturing thread during a thread-local one, and not at all during a
+// relaxed one; the refused call invalidates the capture.
+CUresult alloc_and_free_on(bool other_thread) {
+  CUresult result = CUDA_SUCCESS;
+  auto body = [&] {
+    CUdeviceptr p = 0;
+    result = ccl::cuda::cuda_driver()->mem_alloc(&p, 256);
+    if (result == CUDA_SUCCESS) ccl::cuda::cuda_driver()->mem_free(p);
+  };
+  if (other_thread) {
+    std::thread(body).join();
+  } else {
+    body();
+  }
+  return result;
+}
+
+TEST_F(FakeDriver, AGlobalCaptureRefusesAllocationOnEveryThread) {
+  for (bool other_thread : {false, true}) {
+    CUstream_st* s = fake::create_stream(false);
+    fake::begin_capture(s, fake::CaptureMode::Global);
+    EXPECT_EQ(alloc_and_free_on(other_thread), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED)
+        << (other_thread ? "another thread" : "the capturing thread");
+    EXPECT_EQ(fake::end_capture(s), nullptr) << "the refused call invalidates the capture";
+    EXPECT_EQ(alloc_and_free_on(other_thread), CUDA_SUCCESS) << "after the capture";
+    fake::destroy_stream(s);
+  }
+}
+
+TEST_F(FakeDriver, AThreadLocalCaptureRefusesOnlyItsThread) {
+  CUstream_st* s = fake::create_stream(false);
+  fake::begin_capture(s, fake::CaptureMode::ThreadLocal);
+  EXPECT_EQ(alloc_and_free_on(true), CUDA_SUCCESS);
+  CUstream_st* other = fake::create_stream(false);
+  EXPECT_EQ(api().stream_synchronize(other), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  EXPECT_EQ(fake::end_capture(s), nullptr);
+  fake::destroy_stream(other);
+  fake::destroy_stream(s);
+}
+
+TEST_F(FakeDriver, ARelaxedCaptureRefusesNothing) {
+  CUstream_st* s = fake::create_stream(false);
+  fake::begin_capture(s, fake::CaptureMode::Relaxed);
+  EXPECT_EQ(alloc_and_free_on(false), CUDA_SUCCESS);
+  EXPECT_EQ(alloc_and_free_on(true), CUDA_SUCCESS);
+  fake::Graph* graph = fake::end_capture(s);
+  EXPECT_NE(graph, nullptr);
+  fake::destroy_graph(graph);
+  fake::destroy_stream(s);
+}
+
 }  // namespace
