@@ -33,14 +33,14 @@ std::string compare(const std::vector<Value>& got, const std::vector<Value>& wan
 
 namespace {
 
-using Clock = std::vector<uint32_t>;
+using Clock = std::vector<uint32_t>;  // per stream of the model
 
 // One byte of memory with what happens-before needs to know about its accesses.
 struct Cell {
   Value value;
-  int writer = -1;  // -1: written by the host before every call
+  int writer = -1;  // the stream; -1: written by the host before every call
   uint32_t write_clock = 0;
-  std::vector<uint32_t> reads;  // per rank, the clock of its latest read since the write (0: none)
+  std::vector<uint32_t> reads;  // per stream, the clock of its last read since the write (0: none)
 };
 
 struct FlagCell {
@@ -48,21 +48,47 @@ struct FlagCell {
   Clock clock;
 };
 
+constexpr size_t kNoCall = ~size_t{0};
+
+int stream_of(const Call& c, int rank) { return c.streams.empty() ? 0 : c.streams[rank]; }
+
+// Every (rank, stream) is a stream of the model, numbered by rank, then stream: with one stream
+// per rank, stream r is rank r's.
 class Machine {
  public:
-  Machine(int nranks, uint64_t half, std::vector<Call>& calls)
+  Machine(int nranks, uint64_t half, std::vector<Call>& calls, bool order_across_streams)
       : n_(nranks),
         half_(half),
         calls_(calls),
-        clocks_(nranks, Clock(nranks, 0)),
-        next_(nranks, {0, 0}),
+        ends_(calls.size(), std::vector<Clock>(nranks)),
         flags_(flags_per_page(nranks)) {
     for (int r = 0; r < n_; ++r) {
-      while (next_[r].call < calls_.size() && calls_[next_[r].call].programs[r].ops().empty()) {
-        ++next_[r].call;
+      std::vector<int> streams;
+      for (const Call& c : calls_) streams.push_back(stream_of(c, r));
+      if (streams.empty()) streams.push_back(0);
+      std::sort(streams.begin(), streams.end());
+      streams.erase(std::unique(streams.begin(), streams.end()), streams.end());
+      for (int s : streams) {
+        Actor& x = actors_.emplace_back();
+        x.rank = r;
+        x.stream = s;
       }
     }
-    for (FlagCell& f : flags_) f.clock.assign(n_, 0);
+    for (int r = 0; r < n_; ++r) {
+      size_t previous = kNoCall;
+      int previous_stream = 0;
+      for (size_t c = 0; c < calls_.size(); ++c) {
+        if (calls_[c].programs[r].ops().empty()) continue;  // orders nothing of its own
+        const int s = stream_of(calls_[c], r);
+        const bool waits = order_across_streams && previous != kNoCall && previous_stream != s;
+        actors_[actor(r, s)].jobs.push_back({c, waits ? previous : kNoCall});
+        previous = c;
+        previous_stream = s;
+      }
+    }
+    const size_t streams = actors_.size();
+    clocks_.assign(streams, Clock(streams, 0));
+    for (FlagCell& f : flags_) f.clock.assign(streams, 0);
     scratch_.resize(n_);
     for (auto& halves : scratch_) {
       for (auto& h : halves) h = cells(std::vector<Value>(half_));
@@ -83,23 +109,23 @@ class Machine {
 
   std::string run(unsigned seed) {
     std::mt19937 random(seed);
-    std::vector<int> order(n_);
-    for (int r = 0; r < n_; ++r) order[r] = r;
+    std::vector<int> order(actors_.size());
+    for (size_t a = 0; a < order.size(); ++a) order[a] = static_cast<int>(a);
     for (;;) {
       bool moved = false, left = false;
       std::shuffle(order.begin(), order.end(), random);
-      for (int r : order) {
+      for (int a : order) {
         // A few operations of this stream at a time, so that streams interleave.
         for (int burst = 1 + static_cast<int>(random() % 3); burst > 0; --burst) {
-          if (done(r)) break;
+          if (done(a)) break;
           left = true;
-          const Step step = step_of(r);
-          if (!ready(r, step)) break;
-          if (std::string e = execute(r, step); !e.empty()) return e;
+          const Step step = step_of(a);
+          if (!ready(a, step)) break;
+          if (std::string e = execute(a, step); !e.empty()) return e;
           moved = true;
-          advance(r);
+          advance(a);
         }
-        left = left || !done(r);
+        left = left || !done(a);
       }
       if (!left) break;
       if (!moved) return deadlock();
@@ -128,13 +154,32 @@ class Machine {
   struct Step {
     size_t call = 0;
     size_t op = 0;
+    size_t after = kNoCall;  // op 0: the call of this rank whose end it waits for
   };
+  struct Job {
+    size_t call = 0;
+    size_t after = kNoCall;
+  };
+  struct Actor {
+    int rank = 0;
+    int stream = 0;
+    std::vector<Job> jobs;  // the rank's programs on this stream, in call order, none empty
+    size_t job = 0;         // the next operation: jobs[job]'s op `op`
+    size_t op = 0;
+  };
+
+  int actor(int r, int s) const {
+    for (size_t a = 0; a < actors_.size(); ++a) {
+      if (actors_[a].rank == r && actors_[a].stream == s) return static_cast<int>(a);
+    }
+    return -1;
+  }
 
   std::vector<Cell> cells(const std::vector<Value>& values) const {
     std::vector<Cell> c(values.size());
     for (size_t i = 0; i < values.size(); ++i) {
       c[i].value = values[i];
-      c[i].reads.assign(n_, 0);
+      c[i].reads.assign(actors_.size(), 0);
     }
     return c;
   }
@@ -144,28 +189,45 @@ class Machine {
     return v;
   }
 
-  bool done(int r) const { return next_[r].call >= calls_.size(); }
-  Step step_of(int r) const { return next_[r]; }
-  void advance(int r) {
-    Step& s = next_[r];
-    if (++s.op >= calls_[s.call].programs[r].ops().size()) {
-      s.op = 0;
-      ++s.call;
-      while (s.call < calls_.size() && calls_[s.call].programs[r].ops().empty()) ++s.call;
+  bool done(int a) const { return actors_[a].job >= actors_[a].jobs.size(); }
+  Step step_of(int a) const {
+    const Actor& x = actors_[a];
+    const Job& job = x.jobs[x.job];
+    return {job.call, x.op, job.after};
+  }
+  void advance(int a) {
+    Actor& x = actors_[a];
+    const size_t call = x.jobs[x.job].call;
+    if (++x.op >= calls_[call].programs[x.rank].ops().size()) {
+      ends_[call][x.rank] = clocks_[a];
+      x.op = 0;
+      ++x.job;
     }
   }
-  const Program& program(int r, const Step& s) const { return calls_[s.call].programs[r]; }
+  const Program& program(int a, const Step& s) const {
+    return calls_[s.call].programs[actors_[a].rank];
+  }
 
-  std::string where(int r, const Step& s) const {
-    std::ostringstream o;
-    o << "rank " << r << ", call " << s.call << ", op " << s.op;
-    return o.str();
+  // "rank r", and its stream where ranks have several.
+  std::string who(int a) const {
+    const Actor& x = actors_[a];
+    const bool several = static_cast<int>(actors_.size()) > n_;
+    return "rank " + std::to_string(x.rank) +
+           (several ? " stream " + std::to_string(x.stream) : std::string());
+  }
+  std::string where(int a, const Step& s) const {
+    return who(a) + ", call " + std::to_string(s.call) + ", op " + std::to_string(s.op);
   }
 
   FlagCell& flag(const Flag& f) { return flags_[flag_index(f, n_)]; }
 
-  bool ready(int r, const Step& s) {
-    const Program& p = program(r, s);
+  // Whether the program's start still waits for the end of the rank's previous one.
+  bool before_start(int a, const Step& s) const {
+    return s.op == 0 && s.after != kNoCall && ends_[s.after][actors_[a].rank].empty();
+  }
+  bool ready(int a, const Step& s) {
+    if (before_start(a, s)) return false;
+    const Program& p = program(a, s);
     const Op& op = p.ops()[s.op];
     if (op.kind != OpKind::Wait) return true;
     for (const Flag& f : p.flags(op)) {
@@ -177,11 +239,13 @@ class Machine {
   std::string deadlock() const {
     std::ostringstream o;
     o << "deadlock:";
-    for (int r = 0; r < n_; ++r) {
-      if (done(r)) {
-        o << " rank " << r << " done;";
+    for (int a = 0; a < static_cast<int>(actors_.size()); ++a) {
+      if (done(a)) {
+        o << " " << who(a) << " done;";
+      } else if (const Step s = step_of(a); before_start(a, s)) {
+        o << " " << where(a, s) << " waits for call " << s.after << "'s end;";
       } else {
-        o << " " << where(r, next_[r]) << " waits;";
+        o << " " << where(a, s) << " waits;";
       }
     }
     return o.str();
@@ -237,29 +301,29 @@ class Machine {
     return space->data() + base + ref.offset;
   }
 
-  // Happens-before checks of one access by rank r at its current clock.
-  bool ordered(int r, int other, uint32_t at) const {
-    return other < 0 || other == r || at == 0 || clocks_[r][other] >= at;
+  // Happens-before checks of one access by stream a at its current clock.
+  bool ordered(int a, int other, uint32_t at) const {
+    return other < 0 || other == a || at == 0 || clocks_[a][other] >= at;
   }
-  std::string read(int r, Cell& cell) {
-    if (!ordered(r, cell.writer, cell.write_clock)) {
-      return "reads a byte rank " + std::to_string(cell.writer) + " wrote without waiting for it";
+  std::string read(int a, Cell& cell) {
+    if (!ordered(a, cell.writer, cell.write_clock)) {
+      return "reads a byte " + who(cell.writer) + " wrote without waiting for it";
     }
-    cell.reads[r] = clocks_[r][r];
+    cell.reads[a] = clocks_[a][a];
     return "";
   }
-  std::string write(int r, Cell& cell, const Value& v) {
-    if (!ordered(r, cell.writer, cell.write_clock)) {
-      return "overwrites a byte rank " + std::to_string(cell.writer) + " wrote, unordered";
+  std::string write(int a, Cell& cell, const Value& v) {
+    if (!ordered(a, cell.writer, cell.write_clock)) {
+      return "overwrites a byte " + who(cell.writer) + " wrote, unordered";
     }
-    for (int q = 0; q < n_; ++q) {
-      if (!ordered(r, q, cell.reads[q])) {
-        return "overwrites a byte rank " + std::to_string(q) + " may still be reading";
+    for (int q = 0; q < static_cast<int>(cell.reads.size()); ++q) {
+      if (!ordered(a, q, cell.reads[q])) {
+        return "overwrites a byte " + who(q) + " may still be reading";
       }
     }
     cell.value = v;
-    cell.writer = r;
-    cell.write_clock = clocks_[r][r];
+    cell.writer = a;
+    cell.write_clock = clocks_[a][a];
     std::fill(cell.reads.begin(), cell.reads.end(), 0);
     return "";
   }
@@ -268,18 +332,23 @@ class Machine {
     return a < b + bn && b < a + an;
   }
 
-  std::string execute(int r, const Step& s) {
-    const Program& p = program(r, s);
+  void join(int a, const Clock& c) {
+    for (size_t q = 0; q < c.size(); ++q) clocks_[a][q] = std::max(clocks_[a][q], c[q]);
+  }
+
+  std::string execute(int a, const Step& s) {
+    const int r = actors_[a].rank;
+    const Program& p = program(a, s);
     const Op& op = p.ops()[s.op];
-    ++clocks_[r][r];
-    const std::string at = where(r, s) + ": ";
+    if (s.op == 0 && s.after != kNoCall) join(a, ends_[s.after][r]);  // the event's wait
+    ++clocks_[a][a];
+    const std::string at = where(a, s) + ": ";
     switch (op.kind) {
       case OpKind::Wait:
         for (const Flag& f : p.flags(op)) {
           const int16_t me = op.state == FlagState::Full ? f.consumer : f.producer;
           if (me != r) return at + "waits on a flag it is not the waiter of";
-          const Clock& c = flag(f).clock;
-          for (int q = 0; q < n_; ++q) clocks_[r][q] = std::max(clocks_[r][q], c[q]);
+          join(a, flag(f).clock);
         }
         return "";
       case OpKind::Signal:
@@ -293,7 +362,7 @@ class Machine {
             if (cell.state != FlagState::Full) return at + "sets Empty a flag that is Empty";
           }
           cell.state = op.state;
-          cell.clock = clocks_[r];
+          cell.clock = clocks_[a];
         }
         return "";
       case OpKind::Copy:
@@ -305,27 +374,27 @@ class Machine {
           if (overlap(src, piece.bytes, dst, piece.bytes)) return at + "copies onto itself";
           std::vector<Value> moved(piece.bytes);
           for (uint64_t i = 0; i < piece.bytes; ++i) {
-            if (e = read(r, src[i]); !e.empty()) return at + "copy " + e;
+            if (e = read(a, src[i]); !e.empty()) return at + "copy " + e;
             moved[i] = src[i].value;
           }
           for (uint64_t i = 0; i < piece.bytes; ++i) {
-            if (e = write(r, dst[i], moved[i]); !e.empty()) return at + "copy " + e;
+            if (e = write(a, dst[i], moved[i]); !e.empty()) return at + "copy " + e;
           }
         }
         return "";
       case OpKind::Reduce:
-        return reduce(r, s, op, at);
+        return reduce(a, s, op, at);
       case OpKind::Scale:
       case OpKind::Divide:
-        return elementwise(r, s, op, at);
+        return elementwise(a, s, op, at);
     }
     return at + "unknown operation";
   }
 
   // Reads element i (elem bytes) at `cells`, checking its bytes belong together.
-  std::string element(int r, Cell* cells, size_t elem, Value* out) {
+  std::string element(int a, Cell* cells, size_t elem, Value* out) {
     for (size_t k = 0; k < elem; ++k) {
-      if (std::string e = read(r, cells[k]); !e.empty()) return e;
+      if (std::string e = read(a, cells[k]); !e.empty()) return e;
     }
     Value v = cells[0].value;
     for (size_t k = 0; k < elem; ++k) {
@@ -339,16 +408,17 @@ class Machine {
     *out = v;
     return "";
   }
-  std::string store(int r, Cell* cells, size_t elem, Value v) {
+  std::string store(int a, Cell* cells, size_t elem, Value v) {
     for (size_t k = 0; k < elem; ++k) {
       v.byte = static_cast<int>(k);
-      if (std::string e = write(r, cells[k], v); !e.empty()) return e;
+      if (std::string e = write(a, cells[k], v); !e.empty()) return e;
     }
     return "";
   }
 
-  std::string reduce(int r, const Step& s, const Op& op, const std::string& at) {
-    const Program& p = program(r, s);
+  std::string reduce(int a, const Step& s, const Op& op, const std::string& at) {
+    const int r = actors_[a].rank;
+    const Program& p = program(a, s);
     const size_t e = p.elem_size;
     const uint64_t bytes = op.elems * e;
     std::string error;
@@ -370,7 +440,7 @@ class Machine {
       Value sum;
       for (size_t k = 0; k < sources.size(); ++k) {
         Value v;
-        if (error = element(r, sources[k] + i * e, e, &v); !error.empty()) {
+        if (error = element(a, sources[k] + i * e, e, &v); !error.empty()) {
           return at + "reduce " + error;
         }
         if (v.index < 0) return at + "reduce reads an element nothing wrote";
@@ -384,13 +454,14 @@ class Machine {
         sum.ranks |= v.ranks;
         sum.scaled |= v.scaled;
       }
-      if (error = store(r, dst + i * e, e, sum); !error.empty()) return at + "reduce " + error;
+      if (error = store(a, dst + i * e, e, sum); !error.empty()) return at + "reduce " + error;
     }
     return "";
   }
 
-  std::string elementwise(int r, const Step& s, const Op& op, const std::string& at) {
-    const Program& p = program(r, s);
+  std::string elementwise(int a, const Step& s, const Op& op, const std::string& at) {
+    const int r = actors_[a].rank;
+    const Program& p = program(a, s);
     const size_t e = p.elem_size;
     const uint64_t bytes = op.elems * e;
     std::string error;
@@ -400,7 +471,7 @@ class Machine {
     if (src != dst && overlap(src, bytes, dst, bytes)) return at + "scales onto itself shifted";
     for (uint64_t i = 0; i < op.elems; ++i) {
       Value v;
-      if (error = element(r, src + i * e, e, &v); !error.empty()) return at + error;
+      if (error = element(a, src + i * e, e, &v); !error.empty()) return at + error;
       if (v.index < 0) return at + "reads an element nothing wrote";
       if (op.kind == OpKind::Scale) {
         if (v.ranks != (uint64_t{1} << r) || v.scaled != 0) {
@@ -410,7 +481,7 @@ class Machine {
       } else {
         ++v.divides;
       }
-      if (error = store(r, dst + i * e, e, v); !error.empty()) return at + error;
+      if (error = store(a, dst + i * e, e, v); !error.empty()) return at + error;
     }
     return "";
   }
@@ -418,8 +489,9 @@ class Machine {
   const int n_;
   const uint64_t half_;
   std::vector<Call>& calls_;
-  std::vector<Clock> clocks_;
-  std::vector<Step> next_;
+  std::vector<Actor> actors_;             // the streams
+  std::vector<Clock> clocks_;             // per stream
+  std::vector<std::vector<Clock>> ends_;  // [call][rank]: the clock at the program's end
   std::vector<FlagCell> flags_;
   std::vector<std::array<std::vector<Cell>, kHalves>> scratch_;
   std::vector<std::vector<Memory>> memory_;  // [call][rank]
@@ -427,15 +499,18 @@ class Machine {
 
 }  // namespace
 
-std::string run(int nranks, uint64_t half_bytes, std::vector<Call>& calls, unsigned seed) {
+std::string run(int nranks, uint64_t half_bytes, std::vector<Call>& calls, const Options& options) {
   for (const Call& c : calls) {
     if (static_cast<int>(c.programs.size()) != nranks ||
         static_cast<int>(c.buffers.size()) != nranks) {
       return "a call needs one program and one set of buffers per rank";
     }
+    if (!c.streams.empty() && static_cast<int>(c.streams.size()) != nranks) {
+      return "a call needs no streams or one per rank";
+    }
   }
-  Machine machine(nranks, half_bytes, calls);
-  return machine.run(seed);
+  Machine machine(nranks, half_bytes, calls, options.order_across_streams);
+  return machine.run(options.seed);
 }
 
 }  // namespace ccl::algo::device::model

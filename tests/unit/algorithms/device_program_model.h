@@ -2,9 +2,9 @@
 // device_program.h) on their CUDA streams: the flags as handshakes, the scratch halves, and what
 // every element of every buffer holds, symbolically. The model proves a set of programs right
 // for every interleaving of the streams, not only the one it happens to run:
-//   * races: happens-before by vector clocks. A stream's operations are ordered; a Signal
-//     carries its stream's clock to the Wait that sees it. Every read must come after the
-//     write it reads, every write after the reads and the write before it, whatever the
+//   * races: happens-before by vector clocks, one per stream. A stream's operations are ordered;
+//     a Signal carries its stream's clock to the Wait that sees it. Every read must come after
+//     the write it reads, every write after the reads and the write before it, whatever the
 //     interleaving (as ThreadSanitizer reasons);
 //   * handshakes: a flag is set Full only by its producer while Empty, Empty only by its
 //     consumer while Full; a rank reads a peer's scratch only while it holds a Full flag of
@@ -18,6 +18,14 @@
 //   * at the end every flag is Empty again (the next call, or a graph replay, starts clean).
 // Several calls in a row (run() of a list of programs per rank) share the flags and scratch, as
 // the calls of one communicator do.
+//
+// A rank may queue its calls on several streams (Call::streams). Each stream runs its calls in
+// call order with a clock of its own, and all share the rank's scratch and flags, so the library
+// orders them (DeviceWorld::enqueue): a program queued on another stream than the rank's
+// previous program waits for that program's end (an event) and happens-after it. A rank's
+// programs then run one at a time, and every flag keeps one waiter. Without that wait
+// (Options::order_across_streams false) a rank's streams meet only through flags, and two of its
+// programs can run at once on the same scratch and flags.
 #pragma once
 
 #include <cstdint>
@@ -66,13 +74,25 @@ struct Buffers {
 struct Call {
   std::vector<Program> programs;  // one per rank
   std::vector<Buffers> buffers;   // one per rank, updated by run()
+  std::vector<int> streams;       // the stream each rank queues it on; empty: every rank's 0
 };
 
-// Runs the calls one after another on every rank's stream (rank r runs call 0's program, then
+struct Options {
+  unsigned seed = 1;  // picks the interleaving the run happens to follow
+  // DeviceWorld::enqueue's rule: a rank's program on another stream than its previous program
+  // waits for that program's end. false: a rank's streams run independently.
+  bool order_across_streams = true;
+};
+
+// Runs the calls one after another on the ranks' streams (rank r queues call 0's program, then
 // call 1's, ... with no host synchronization in between), starting from Empty flags, scratch of
-// `half_bytes` per half. "" if every check passed, else the first problem, naming the rank,
-// the call and the operation. `seed` picks the interleaving the run happens to follow.
-std::string run(int nranks, uint64_t half_bytes, std::vector<Call>& calls, unsigned seed = 1);
+// `half_bytes` per half. "" if every check passed, else the first problem, naming the rank (and
+// the stream, where ranks have several), the call and the operation.
+std::string run(int nranks, uint64_t half_bytes, std::vector<Call>& calls, const Options& options);
+inline std::string run(int nranks, uint64_t half_bytes, std::vector<Call>& calls,
+                       unsigned seed = 1) {
+  return run(nranks, half_bytes, calls, Options{.seed = seed});
+}
 
 // The `bytes` bytes of a rank's Output after run() (in place: the window inside Input).
 std::vector<Value> output_of(const Buffers& b, size_t bytes);

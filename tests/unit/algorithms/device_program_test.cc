@@ -1,7 +1,8 @@
 // The device programs of every collective (algorithms/device/device_collectives.h) run through
 // the model of the ranks' streams, flags and scratch (device_program_model.h): exact results,
 // no race under any interleaving, no deadlock, every flag Empty at the end; and several calls
-// in a row, as one communicator makes them, sharing flags and scratch.
+// in a row, as one communicator makes them, sharing flags and scratch, on one stream of a rank
+// or on several.
 #include <gtest/gtest.h>
 
 #include <numeric>
@@ -462,6 +463,79 @@ TEST(DevicePrograms, CallsInARowShareFlagsAndScratch) {
                 "")
                 << "call " << c << " rank " << r << " n=" << n;
           }
+        }
+      }
+    }
+  }
+}
+
+// One communicator's calls in a row with its ranks queuing them on several streams: rank r
+// queues call c on stream streams[r][c]. "" if the model found no problem and every Output is
+// exact, else the first problem.
+std::string run_on_streams(int n, uint64_t half, const std::vector<std::vector<int>>& streams,
+                           const model::Options& options) {
+  std::vector<Problem> problems;
+  problems.push_back(allreduce(n, 4, half, 100, AllReduceAlgorithm::TwoShot, {}, false));
+  problems.push_back(allgather_problem(n, 2, half, 37, false));
+  // Only rank 0 sends, only to rank 1: the other ranks' programs are empty.
+  problems.push_back(alltoallv_problem(
+      n, 1, half, [](int s, int d) -> size_t { return s == 0 && d == 1 ? 50 : 0; }, false));
+  problems.push_back(allreduce(n, 8, half, 20, AllReduceAlgorithm::OneShot, {false, true}, true));
+  problems.push_back(reducescatter_problem(n, 4, half, 30, {true, false}, false));
+  std::vector<Call> calls;
+  for (size_t c = 0; c < problems.size(); ++c) {
+    calls.push_back(problems[c].call);
+    for (int r = 0; r < n; ++r) calls.back().streams.push_back(streams[r][c]);
+  }
+  if (std::string e = model::run(n, half, calls, options); !e.empty()) return e;
+  for (size_t c = 0; c < calls.size(); ++c) {
+    for (int r = 0; r < n; ++r) {
+      if (problems[c].want[r].empty()) continue;
+      const std::string e = model::compare(
+          model::output_of(calls[c].buffers[r], problems[c].out_bytes[r]), problems[c].want[r]);
+      if (!e.empty()) return "call " + std::to_string(c) + " rank " + std::to_string(r) + ": " + e;
+    }
+  }
+  return "";
+}
+
+// Ways a rank may spread five calls over its streams: switching every call, runs of one stream
+// then a third, one stream only, a new stream every call and back to the first.
+const std::vector<std::vector<int>> kStreamPatterns{
+    {0, 1, 0, 1, 0}, {1, 1, 0, 0, 2}, {0, 0, 0, 0, 0}, {3, 2, 1, 0, 3}};
+
+// Rank r takes pattern (r + shift) % 4: every rank a different one, and each in turn.
+std::vector<std::vector<int>> streams_for(int n, int shift) {
+  std::vector<std::vector<int>> streams;
+  for (int r = 0; r < n; ++r) streams.push_back(kStreamPatterns[(r + shift) % 4]);
+  return streams;
+}
+
+// DeviceWorld::enqueue makes a program on another stream than the rank's previous one wait for
+// its end: then the calls are as right as on one stream, however the ranks spread them.
+TEST(DevicePrograms, CallsOnSeveralStreamsOrderedByTheirEnds) {
+  for (int n : {2, 3, 4}) {
+    for (uint64_t half : {uint64_t(n) * 16, uint64_t{512}}) {
+      for (int shift = 0; shift < 4; ++shift) {
+        for (unsigned seed = 1; seed <= 10; ++seed) {
+          EXPECT_EQ(run_on_streams(n, half, streams_for(n, shift), {.seed = seed}), "")
+              << "n=" << n << " half=" << half << " shift=" << shift << " seed=" << seed;
+        }
+      }
+    }
+  }
+}
+
+// Without that wait, two programs of a rank run at once on its scratch and flags: the model must
+// see it, whatever interleaving it follows.
+TEST(DeviceProgramModel, CatchesCallsOnSeveralStreamsLeftUnordered) {
+  for (int n : {2, 3, 4}) {
+    for (uint64_t half : {uint64_t(n) * 16, uint64_t{512}}) {
+      for (int shift = 0; shift < 4; ++shift) {
+        for (unsigned seed = 1; seed <= 20; ++seed) {
+          const model::Options unordered{.seed = seed, .order_across_streams = false};
+          EXPECT_NE(run_on_streams(n, half, streams_for(n, shift), unordered), "")
+              << "n=" << n << " half=" << half << " shift=" << shift << " seed=" << seed;
         }
       }
     }
