@@ -42,10 +42,13 @@ IpcBuffer export_buffer(const void* data) {
   size_t size = 0;
   CUipcMemHandle handle;
   static_assert(sizeof(handle) == sizeof(b.handle));
-  if (api != nullptr &&
-      api->mem_get_address_range(&base, &size, reinterpret_cast<CUdeviceptr>(data)) ==
-          CUDA_SUCCESS &&
-      api->ipc_get_mem_handle(&handle, base) == CUDA_SUCCESS) {
+  if (api == nullptr || api->mem_get_address_range(
+                            &base, &size, reinterpret_cast<CUdeviceptr>(data)) != CUDA_SUCCESS) {
+    return b;
+  }
+  // cuIpcGetMemHandle needs a current context: the memory's own, whatever the caller's thread has.
+  const ContextScope scope(context_of(data));
+  if (api->ipc_get_mem_handle(&handle, base) == CUDA_SUCCESS) {
     std::memcpy(b.handle.data(), &handle, sizeof(handle));
     b.offset = b.address - base;
     b.valid = 1;

@@ -77,6 +77,23 @@ void MemOps::flush(void* stream) {
   check(api, api.stream_batch_mem_op(as_stream(stream), static_cast<unsigned>(n), params, 0),
         "cuStreamBatchMemOp (the flags of a device collective)");
 }
+bool takes_mem_ops(void* stream, uint64_t device_address) {
+  const DriverApi& api = require_driver("stream memory operations");
+  CUstreamBatchMemOpParams params[2] = {};
+  params[0].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
+  params[0].writeValue.address = device_address;
+  params[0].writeValue.value = 1;
+  params[0].writeValue.flags = CU_STREAM_WRITE_VALUE_DEFAULT;
+  params[1].waitValue.operation = CU_STREAM_MEM_OP_WAIT_VALUE_32;
+  params[1].waitValue.address = device_address;
+  params[1].waitValue.value = 1;
+  params[1].waitValue.flags = CU_STREAM_WAIT_VALUE_AND;
+  const CUresult status = api.stream_batch_mem_op(as_stream(stream), 2, params, 0);
+  if (status == CUDA_ERROR_NOT_SUPPORTED) return false;
+  check(api, status, "cuStreamBatchMemOp");
+  return true;
+}
+
 void copy_on(void* stream, void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return;
   const DriverApi& api = require_driver("cuMemcpyAsync");
@@ -204,6 +221,7 @@ bool is_capturing(void*) { return false; }
 void MemOps::flush(void*) {
   if (count_ != 0) throw_no_driver("stream memory operations");
 }
+bool takes_mem_ops(void*, uint64_t) { throw_no_driver("stream memory operations"); }
 void copy_on(void*, void*, const void*, size_t) { throw_no_driver("cuMemcpyAsync"); }
 Event::Event() { throw_no_driver("cuEventCreate"); }
 Event::~Event() = default;

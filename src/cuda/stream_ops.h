@@ -46,6 +46,11 @@ class MemOps {
   size_t count_ = 0;
 };
 
+// Whether the driver takes stream memory operations on `stream` (some refuse them:
+// CUDA_ERROR_NOT_SUPPORTED): queues a write of 1 to the device word at `device_address` and a
+// wait for it, which pass at once. Throws for any other error.
+bool takes_mem_ops(void* stream, uint64_t device_address);
+
 // cuMemcpyAsync on `stream` (any direction, by unified addressing).
 void copy_on(void* stream, void* dst, const void* src, size_t bytes);
 

@@ -66,6 +66,19 @@ std::unique_ptr<DeviceWorld> DeviceWorld::create(const Setup& setup, const AllGa
       if (setup.rank == 0) page = FlagPage::create(page_name, n);
       mine.ok = mine.scratch.valid;
       if (!mine.ok) why = "its scratch cannot be shared through CUDA IPC";
+      // The flags are stream memory operations, which some drivers refuse. The probe writes the
+      // scratch's first word: done before any peer can write there (the exchange below).
+      if (mine.ok) {
+        void* own = world->own_stream_.get(setup.context);
+        if (cuda::takes_mem_ops(own, reinterpret_cast<uint64_t>(world->scratch_.data()))) {
+          cuda::Event probed;
+          probed.record(own);
+          probed.wait(Clock::now() + setup.timeout);
+        } else {
+          mine.ok = 0;
+          why = "the CUDA driver refuses stream memory operations (cuStreamBatchMemOp)";
+        }
+      }
     } catch (const Error& e) {
       why = e.what();
     }

@@ -22,9 +22,15 @@ using namespace std::chrono_literals;
 
 class CudaStream : public testing::Test {
  protected:
-  void SetUp() override { fake::install(); }
+  // Rank threads start with device 0's context current, as after cudaSetDevice: the legacy
+  // stream is the current context's.
+  void SetUp() override {
+    fake::install();
+    fake::set_default_context(true);
+  }
   void TearDown() override {
     fake::refuse_stream_wait_value(false);
+    fake::set_default_context(false);
     fake::uninstall();
   }
 };

@@ -42,6 +42,7 @@ TEST_F(FakeCuda, DeviceMemoryIsDeviceAndEverythingElseHost) {
   EXPECT_EQ(ccl::cuda::pointer_kind(device), MemoryKind::CudaDevice);
   EXPECT_EQ(ccl::cuda::pointer_kind(static_cast<char*>(device) + 100), MemoryKind::CudaDevice);
   EXPECT_EQ(ccl::cuda::pointer_kind(on_heap.data()), MemoryKind::Host);
+  fake::make_context_current();  // cuMemHostAlloc pins in the current context
   ccl::cuda::PinnedBuffer pinned;
   EXPECT_EQ(ccl::cuda::pointer_kind(pinned.reserve(64)), MemoryKind::Host);
 }

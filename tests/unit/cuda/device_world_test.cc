@@ -1,10 +1,13 @@
 // The device collectives of one host's ranks (core/device/device_world.h) over the fake driver,
 // whose streams run later on threads of their own and whose device memory the host cannot
-// touch: every collective x datatype x op on device buffers equal byte for byte to the same call
-// on host buffers (the host path) at 1 to 8 ranks, on the NULL stream and on CUDA streams;
-// calls on a CUDA stream that return before the stream runs anything and make no host thread
-// ask the driver about a stream; graph capture and replay; a peer that never calls, and an
-// abort, that release every stream within the timeout; the world's setup declining together.
+// touch: every collective on device buffers equal byte for byte to the same call on host
+// buffers (the host path) at 1 to 8 ranks, on the NULL stream and on CUDA streams (4 datatypes x
+// sum, max, avg; the reducing ones for every datatype x op), allreduce's results also against
+// values the test computes and decodes itself (docs/cuda.md lists the combinations); calls on a
+// CUDA stream that return before the stream runs anything and make no host thread ask the
+// driver about a stream; two streams of one communicator; graph capture and replay; a peer that
+// never calls, and an abort, that release every stream within the timeout; the world's setup
+// declining together.
 //
 // The ranks are threads of one process on one fake GPU, so they share its legacy stream: their
 // CUDA streams are non-blocking. With blocking streams, a rank's NULL-stream call (ordered after
@@ -14,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -105,6 +109,98 @@ std::vector<std::byte> from_device(const void* d, size_t bytes) {
   return h;
 }
 
+// An element's value, decoded here from its bits (not by ccl's converters, which the kernels
+// under test share): the formats' definitions, for the finite values the tests use.
+double decode(cclDataType_t type, const std::byte* p) {
+  auto bits = [&](auto zero) {
+    decltype(zero) v;
+    std::memcpy(&v, p, sizeof(v));
+    return v;
+  };
+  // 1.mantissa x 2^(exponent - bias), or 0.mantissa x 2^(1 - bias) when the exponent is 0.
+  auto ieee = [](unsigned sign, unsigned exponent, unsigned mantissa, int mantissa_bits, int bias) {
+    const double fraction = std::ldexp(mantissa, -mantissa_bits);
+    const double magnitude = exponent == 0 ? std::ldexp(fraction, 1 - bias)
+                                           : std::ldexp(1.0 + fraction, int(exponent) - bias);
+    return sign != 0 ? -magnitude : magnitude;
+  };
+  switch (type) {
+    case cclInt8:
+      return bits(int8_t{});
+    case cclUint8:
+      return bits(uint8_t{});
+    case cclInt32:
+      return bits(int32_t{});
+    case cclUint32:
+      return bits(uint32_t{});
+    case cclInt64:
+      return static_cast<double>(bits(int64_t{}));
+    case cclUint64:
+      return static_cast<double>(bits(uint64_t{}));
+    case cclFloat32:
+      return bits(float{});
+    case cclFloat64:
+      return bits(double{});
+    case cclFloat16: {
+      const uint16_t h = bits(uint16_t{});
+      return ieee(h >> 15, (h >> 10) & 0x1f, h & 0x3ff, 10, 15);
+    }
+    case cclBfloat16: {
+      const uint16_t b = bits(uint16_t{});
+      return ieee(b >> 15, (b >> 7) & 0xff, b & 0x7f, 7, 127);
+    }
+    case cclFloat8e4m3: {
+      const auto v = static_cast<unsigned>(bits(uint8_t{}));
+      return ieee(v >> 7, (v >> 3) & 0xf, v & 0x7, 3, 7);
+    }
+    case cclFloat8e5m2: {
+      const auto v = static_cast<unsigned>(bits(uint8_t{}));
+      return ieee(v >> 7, (v >> 2) & 0x1f, v & 0x3, 2, 15);
+    }
+    default:
+      return std::nan("");
+  }
+}
+
+// What an allreduce of pattern(type, count, q, salt) over n ranks holds, computed here in double
+// from the pattern's rule (a value of 2 or 1; e5m2 1 or 0), and how close an element must be:
+// exact for sum, prod, max and min (small integers every type holds), avg within the type's
+// rounding.
+void expect_allreduced(const std::vector<std::byte>& out, cclDataType_t type, cclRedOp_t op, int n,
+                       int salt, const std::string& what) {
+  const size_t e = ccl::reduce::datatype_size(type);
+  const double big = type == cclFloat8e5m2 ? 1.0 : 2.0, small = type == cclFloat8e5m2 ? 0.0 : 1.0;
+  const double tolerance = type == cclFloat8e4m3   ? 0.07
+                           : type == cclFloat8e5m2 ? 0.13
+                           : type == cclBfloat16   ? 8e-3
+                           : type == cclFloat16    ? 1e-3
+                           : type == cclFloat32    ? 1e-6
+                                                   : 1e-12;
+  for (size_t i = 0; i < out.size() / e; ++i) {
+    double sum = 0, prod = 1, max = -1e300, min = 1e300;
+    for (int q = 0; q < n; ++q) {
+      const double v = (q + i + salt) % 3 == 0 ? big : small;
+      sum += v;
+      prod *= v;
+      max = std::max(max, v);
+      min = std::min(min, v);
+    }
+    const double want = op == cclSum    ? sum
+                        : op == cclProd ? prod
+                        : op == cclMax  ? max
+                        : op == cclMin  ? min
+                                        : sum / n;
+    const double got = decode(type, out.data() + i * e);
+    const bool close =
+        op == cclAvg ? std::abs(got - want) <= tolerance * std::abs(want) : got == want;
+    if (!close) {
+      ADD_FAILURE() << what << " type " << type << " op " << op << ": element " << i << " is "
+                    << got << ", want " << want << " (computed independently)";
+      return;
+    }
+  }
+}
+
 // One collective call, on buffers the caller passes: send and receive sizes in elements.
 struct Case {
   std::string name;
@@ -115,8 +211,9 @@ struct Case {
 };
 
 // Runs `c` on host buffers (the host path), then on device buffers on the NULL stream and on a
-// ccl stream of a CUDA stream, and expects the same bytes.
-void expect_same_as_host(ccl::Communicator& comm, const Case& c, cclDataType_t type, int salt) {
+// ccl stream of a CUDA stream, and expects the same bytes; `result` (if given) gets them.
+void expect_same_as_host(ccl::Communicator& comm, const Case& c, cclDataType_t type, int salt,
+                         std::vector<std::byte>* result = nullptr) {
   const int r = comm.rank();
   const size_t e = ccl::reduce::datatype_size(type);
   const std::vector<std::byte> in = pattern(type, c.send_elems, r, salt);
@@ -128,6 +225,7 @@ void expect_same_as_host(ccl::Communicator& comm, const Case& c, cclDataType_t t
   const void* host_send = c.in_place ? host_recv : host_in.data();
   ASSERT_EQ(c.call(host_send, host_recv, comm.get(), nullptr), cclSuccess)
       << c.name << ": " << cclGetLastError(comm.get());
+  if (result != nullptr) *result = host_out;
 
   for (bool on_cuda : {false, true}) {
     void* dsend = to_device(in);
@@ -263,8 +361,12 @@ TEST_P(DeviceWorldRanks, EveryCollectiveEqualsTheHostPath) {
         for (cclRedOp_t op : {cclSum, cclMax, cclAvg}) {
           if (op == cclAvg && type == cclInt8) continue;
           for (const Case& c : cases(n, count, op, type, comm.rank())) {
-            expect_same_as_host(comm, c, type, static_cast<int>(count % 7));
+            std::vector<std::byte> out;
+            expect_same_as_host(comm, c, type, static_cast<int>(count % 7), &out);
             if (testing::Test::HasFatalFailure()) return;
+            if (c.name.starts_with("allreduce")) {
+              expect_allreduced(out, type, op, n, static_cast<int>(count % 7), c.name);
+            }
           }
         }
       }
@@ -286,8 +388,10 @@ TEST_P(DeviceWorldRanks, EveryDatatypeAndOp) {
         if (op == cclAvg && integer) continue;
         for (Case& c : cases(n, 333, op, type, comm.rank())) {
           if (c.name != "allreduce" && c.name != "reducescatter") continue;
-          expect_same_as_host(comm, c, type, t);
+          std::vector<std::byte> out;
+          expect_same_as_host(comm, c, type, t, &out);
           if (testing::Test::HasFatalFailure()) return;
+          if (c.name == "allreduce") expect_allreduced(out, type, op, n, t, c.name);
         }
       }
     }

@@ -27,6 +27,12 @@
 #include "cuda/cuda_driver_api.h"
 
 namespace ccl_test::fake_cuda {
+
+// Device memory of the arena on `device`, and the device an address of it is on (-1: not in a
+// device allocation of the fake). Defined with device_alloc below.
+void* alloc_on(size_t bytes, int device);
+int device_of_pointer(uintptr_t p);
+
 namespace {
 
 constexpr size_t kArenaBytes = size_t{1} << 30;  // virtual: the memfd is sparse
@@ -61,8 +67,10 @@ struct FakeGraph {
 
 class FakeStream {
  public:
-  explicit FakeStream(bool blocking = false) : blocking_(blocking), thread_([this] { loop(); }) {}
+  explicit FakeStream(bool blocking = false, CUcontext context = nullptr)
+      : context(context), blocking_(blocking), thread_([this] { loop(); }) {}
   bool blocking() const { return blocking_; }
+  const CUcontext context;  // the context current when it was made (none: the legacy stream's)
   // While capturing, work queued on the stream goes into the graph instead of running.
   FakeGraph* capture = nullptr;  // under order_mutex
   uint64_t pushed() const { return pushed_.load(); }
@@ -142,8 +150,9 @@ struct State {
   std::byte* view = nullptr;    // the same bytes, read-write, for the fake's own use
   size_t used = 0;
   std::mutex mutex;
-  std::map<uintptr_t, size_t> pinned;       // cuMemHostAlloc'd ranges
-  std::map<uintptr_t, size_t> allocations;  // device_alloc'd ranges (device addresses)
+  std::map<uintptr_t, size_t> pinned;          // cuMemHostAlloc'd ranges
+  std::map<uintptr_t, size_t> allocations;     // device_alloc'd ranges (device addresses)
+  std::map<uintptr_t, int> allocation_device;  // the device each allocation is on
   std::atomic<int> launches{0};
   std::atomic<int> ipc_opens{0};
   std::atomic<int> host_waits{0};
@@ -169,10 +178,36 @@ State& state() {
   return *s;
 }
 
-int context_object;
-CUcontext fake_context() { return reinterpret_cast<CUcontext>(&context_object); }
+// Contexts: one (primary) context per device, with that device's ordinal. A thread has none
+// current until it makes one current (cuCtxSetCurrent, or use_device as cudaSetDevice does),
+// unless set_default_context(true) gives new threads device 0's.
+constexpr int kMaxDevices = 16;
+int context_objects[kMaxDevices];
+CUcontext fake_context(int device) { return reinterpret_cast<CUcontext>(&context_objects[device]); }
+// The device of a context of the fake, -1 for anything else.
+int device_of_context(CUcontext context) {
+  const auto* p = reinterpret_cast<const int*>(context);
+  return p >= context_objects && p < context_objects + kMaxDevices
+             ? static_cast<int>(p - context_objects)
+             : -1;
+}
 std::atomic<bool> context_by_default{false};  // set_default_context
-thread_local CUcontext current_context = context_by_default.load() ? fake_context() : nullptr;
+thread_local bool context_chosen = false;     // the thread set one (or none) itself
+thread_local CUcontext current_context_value = nullptr;
+thread_local int thread_device = 0;  // use_device()
+CUcontext current_context() {
+  if (!context_chosen) {
+    context_chosen = true;
+    current_context_value = context_by_default.load() ? fake_context(thread_device) : nullptr;
+  }
+  return current_context_value;
+}
+void set_current_context(CUcontext context) {
+  context_chosen = true;
+  current_context_value = context;
+}
+// The device of the calling thread's current context, -1 without one.
+int current_device() { return device_of_context(current_context()); }
 
 bool is_device(uintptr_t p) {
   State& s = state();
@@ -268,10 +303,11 @@ CUresult pointer_get_attribute(void* data, CUpointer_attribute attribute, CUdevi
       *static_cast<unsigned int*>(data) = device ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
       return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_CONTEXT:
-      *static_cast<CUcontext*>(data) = fake_context();
+      *static_cast<CUcontext*>(data) =
+          fake_context(device ? std::max(device_of_pointer(ptr), 0) : 0);
       return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
-      *static_cast<int*>(data) = 0;
+      *static_cast<int*>(data) = device ? std::max(device_of_pointer(ptr), 0) : 0;
       return CUDA_SUCCESS;
     default:
       return CUDA_ERROR_INVALID_VALUE;
@@ -279,21 +315,22 @@ CUresult pointer_get_attribute(void* data, CUpointer_attribute attribute, CUdevi
 }
 
 CUresult ctx_get_current(CUcontext* context) {
-  *context = current_context;
+  *context = current_context();
   return CUDA_SUCCESS;
 }
 CUresult ctx_set_current(CUcontext context) {
-  current_context = context;
+  if (context != nullptr && device_of_context(context) < 0) return CUDA_ERROR_INVALID_CONTEXT;
+  set_current_context(context);
   return CUDA_SUCCESS;
 }
-thread_local int thread_device = 0;    // use_device()
-thread_local int retained_device = 0;  // the last cuDevicePrimaryCtxRetain's device
 std::atomic<int> device_count{1};
 std::atomic<bool> peer_access{true};
 
 CUresult ctx_get_device(CUdevice* device) {
-  *device = thread_device;
-  return current_context != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+  const int current = current_device();
+  if (current < 0) return CUDA_ERROR_INVALID_CONTEXT;
+  *device = current;
+  return CUDA_SUCCESS;
 }
 CUresult device_get_count(int* count) {
   *count = device_count.load();
@@ -351,37 +388,57 @@ CUresult device_get_p2p_attribute(int* value, CUdevice_P2PAttribute attribute, C
   }
 }
 std::atomic<int> peer_enables{0};
-// As the driver: refused where the devices have no P2P; "already enabled" the second time for
-// a pair (the fake has one context, so per pair of devices).
+// As the driver: from the current context's device to the peer context's; refused where the
+// devices have no P2P; "already enabled" the second time for a pair.
 std::mutex peer_mutex;
 std::set<std::pair<int, int>> peers_enabled;
 std::atomic<bool> refuse_peer_enable{false};
-CUresult ctx_enable_peer_access(CUcontext, unsigned int flags) {
+CUresult ctx_enable_peer_access(CUcontext peer, unsigned int flags) {
   if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  const int from = current_device(), to = device_of_context(peer);
+  if (from < 0) return CUDA_ERROR_INVALID_CONTEXT;
+  if (to < 0) return CUDA_ERROR_INVALID_VALUE;
+  if (from == to) return CUDA_ERROR_INVALID_DEVICE;
   if (!peer_access.load() || refuse_peer_enable.load()) return CUDA_ERROR_PEER_ACCESS_UNSUPPORTED;
   std::lock_guard lock(peer_mutex);
-  if (!peers_enabled.insert({thread_device, retained_device}).second) {
-    return CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
-  }
+  if (!peers_enabled.insert({from, to}).second) return CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
   ++peer_enables;
   return CUDA_SUCCESS;
 }
+// Whether a kernel on `from` may touch memory of `to`: the same device, or peer access enabled.
+bool may_access(int from, int to) {
+  if (from == to || to < 0) return true;
+  std::lock_guard lock(peer_mutex);
+  return peers_enabled.contains({from, to});
+}
 CUresult primary_ctx_retain(CUcontext* context, CUdevice device) {
-  retained_device = device;
-  *context = fake_context();
+  if (device < 0 || device >= device_count.load()) return CUDA_ERROR_INVALID_DEVICE;
+  *context = fake_context(device);
   return CUDA_SUCCESS;
 }
 CUresult device_get_attribute(int* value, CUdevice_attribute, CUdevice) {
   *value = 1;
   return CUDA_SUCCESS;
 }
-CUresult stream_get_ctx(CUstream, CUcontext* context) {
-  *context = fake_context();
+// The legacy stream is the current context's; a stream made by cuStreamCreate, its maker's.
+CUresult stream_get_ctx(CUstream stream, CUcontext* context) {
+  if (stream == nullptr || stream == CU_STREAM_LEGACY) {
+    *context = current_context();
+    return *context != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+  }
+  *context = reinterpret_cast<FakeStream*>(stream)->context;
   return CUDA_SUCCESS;
 }
+// The context work on `stream` runs in, nullptr for the legacy stream of a thread without one.
+CUcontext context_of_stream(CUstream stream) {
+  CUcontext context = nullptr;
+  stream_get_ctx(stream, &context);
+  return context;
+}
 CUresult stream_create(CUstream* stream, unsigned int flags) {
+  if (current_context() == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
   const bool blocking = (flags & CU_STREAM_NON_BLOCKING) == 0;
-  auto* created = new FakeStream(blocking);
+  auto* created = new FakeStream(blocking, current_context());
   if (blocking) {
     std::lock_guard lock(order_mutex);
     blocking_streams.insert(created);
@@ -555,6 +612,7 @@ CUresult launch_host_func(CUstream stream, CUhostFn fn, void* data) {
   return CUDA_SUCCESS;
 }
 CUresult event_create(CUevent* event, unsigned int) {
+  if (current_context() == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
   *event = reinterpret_cast<CUevent>(new FakeEvent());
   return CUDA_SUCCESS;
 }
@@ -603,8 +661,9 @@ CUresult stream_is_capturing(CUstream stream, CUstreamCaptureStatus* status) {
   return CUDA_SUCCESS;
 }
 CUresult mem_alloc(CUdeviceptr* ptr, size_t bytes) {
+  if (current_context() == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
   if (const CUresult capture = unsafe_call(); capture != CUDA_SUCCESS) return capture;
-  *ptr = reinterpret_cast<CUdeviceptr>(device_alloc(bytes));
+  *ptr = reinterpret_cast<CUdeviceptr>(alloc_on(bytes, current_device()));
   return CUDA_SUCCESS;
 }
 CUresult mem_free(CUdeviceptr ptr) {
@@ -613,6 +672,7 @@ CUresult mem_free(CUdeviceptr ptr) {
   return CUDA_SUCCESS;
 }
 CUresult mem_host_alloc(void** p, size_t bytes, unsigned int) {
+  if (current_context() == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
   if (const CUresult capture = unsafe_call(); capture != CUDA_SUCCESS) return capture;
   *p = std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
   if (*p == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
@@ -634,6 +694,7 @@ CUresult mem_free_host(void* p) {
 // Registered host memory is pinned memory the fake does not own (the flag page of shared memory).
 std::map<uintptr_t, size_t> registered;  // under State::mutex
 CUresult mem_host_register(void* p, size_t bytes, unsigned int) {
+  if (current_context() == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
   if (const CUresult capture = unsafe_call(); capture != CUDA_SUCCESS) return capture;
   State& s = state();
   std::lock_guard lock(s.mutex);
@@ -656,25 +717,35 @@ CUresult mem_host_get_device_pointer(CUdeviceptr* device, void* host, unsigned i
   *device = reinterpret_cast<CUdeviceptr>(host);  // unified addressing
   return CUDA_SUCCESS;
 }
+// Between devices too, without peer access (the driver stages such a copy, as cudaMemcpyPeer).
 CUresult memcpy_async(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream) {
+  if (context_of_stream(stream) == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
   void* to = host_view(dst);
   const void* from = host_view(src);
   queue(stream, [to, from, bytes] { std::memcpy(to, from, bytes); });
   return CUDA_SUCCESS;
 }
 
-// Modules and kernels: a function handle is 1 + the kernel's index in cuda_kernel_names.h, and a
-// launch runs the CPU kernel of the same name on the stream's thread, over host aliases.
-int module_object;
+// Modules and kernels: a module is loaded into the current context (one per device here), and a
+// function handle is its device << 16 | 1 + the kernel's index in cuda_kernel_names.h. A launch
+// runs the CPU kernel of the same name on the stream's thread, over host aliases, in the
+// function's context: the stream must be of that context, and every device pointer it is given
+// on its device or on a device it has peer access to (a real GPU would fault).
+int module_objects[kMaxDevices];
 CUresult module_load_data(CUmodule* module, const void* image) {
+  const int device = current_device();
+  if (device < 0) return CUDA_ERROR_INVALID_CONTEXT;
   if (image == nullptr) return CUDA_ERROR_INVALID_IMAGE;
-  *module = reinterpret_cast<CUmodule>(&module_object);
+  *module = reinterpret_cast<CUmodule>(&module_objects[device]);
   return CUDA_SUCCESS;
 }
-CUresult module_get_function(CUfunction* fn, CUmodule, const char* name) {
+CUresult module_get_function(CUfunction* fn, CUmodule module, const char* name) {
+  const auto* m = reinterpret_cast<const int*>(module);
+  if (m < module_objects || m >= module_objects + kMaxDevices) return CUDA_ERROR_INVALID_HANDLE;
+  const auto device = static_cast<uintptr_t>(m - module_objects);
   for (int i = 0; i < ccl::reduce::cuda::kNumKernels; ++i) {
     if (std::strcmp(ccl::reduce::cuda::kernel_name_at(i), name) == 0) {
-      *fn = reinterpret_cast<CUfunction>(static_cast<uintptr_t>(i + 1));
+      *fn = reinterpret_cast<CUfunction>(device << 16 | static_cast<uintptr_t>(i + 1));
       return CUDA_SUCCESS;
     }
   }
@@ -688,7 +759,19 @@ CUresult launch_kernel(CUfunction fn, unsigned grid_x, unsigned grid_y, unsigned
       block_z != 1 || shared != 0 || extra != nullptr || params == nullptr) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  const int index = static_cast<int>(reinterpret_cast<uintptr_t>(fn)) - 1;
+  const auto handle = reinterpret_cast<uintptr_t>(fn);
+  const int device = static_cast<int>(handle >> 16);
+  const int index = static_cast<int>(handle & 0xffff) - 1;
+  if (index < 0 || index >= k::kNumKernels || device >= kMaxDevices)
+    return CUDA_ERROR_INVALID_HANDLE;
+  if (context_of_stream(stream) != fake_context(device)) return CUDA_ERROR_INVALID_CONTEXT;
+  // The memory the kernel touches: its pointers are among its first three parameters (every
+  // kernel below has three or more; a count there is never an address of the arena).
+  for (int i = 0; i < 3; ++i) {
+    const uintptr_t p = *static_cast<uintptr_t*>(params[i]);
+    if (is_device(p) && !may_access(device, device_of_pointer(p)))
+      return CUDA_ERROR_ILLEGAL_ADDRESS;
+  }
   const int reduce_kernels = cclNumTypes * k::kNumBaseOps;
   state().launches.fetch_add(1);
   if (index >= 0 && index < reduce_kernels) {
@@ -760,6 +843,7 @@ CUresult mem_get_handle_for_address_range(void* handle, CUdeviceptr ptr, size_t 
   return CUDA_SUCCESS;
 }
 CUresult ipc_get_mem_handle(CUipcMemHandle* handle, CUdeviceptr base) {
+  if (current_context() == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
   if (!is_device(base)) return CUDA_ERROR_INVALID_VALUE;
   std::memset(handle, 0, sizeof(*handle));
   const uint64_t offset = base - reinterpret_cast<uintptr_t>(state().device);
@@ -767,6 +851,7 @@ CUresult ipc_get_mem_handle(CUipcMemHandle* handle, CUdeviceptr base) {
   return CUDA_SUCCESS;
 }
 CUresult ipc_open_mem_handle(CUdeviceptr* base, CUipcMemHandle handle, unsigned int) {
+  if (current_context() == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
   uint64_t offset = 0;
   std::memcpy(&offset, handle.reserved, sizeof(offset));
   if (offset >= kArenaBytes) return CUDA_ERROR_INVALID_VALUE;
@@ -852,13 +937,34 @@ void set_bus_ids(const std::vector<std::string>& ids) {
   device_count.store(static_cast<int>(ids.size()));
 }
 
-void use_device(int device) { thread_device = device; }
+// As cudaSetDevice: the device's primary context becomes current, where the thread has one or
+// new threads get one (set_default_context).
+void use_device(int device) {
+  thread_device = device;
+  if (context_by_default.load() || current_context() != nullptr) {
+    set_current_context(fake_context(device));
+  }
+}
 
 void refuse_stream_wait_value(bool refuse) { state().refuse_wait_value.store(refuse); }
 
 // First fit from the freed blocks, else the end of the arena; a freed block gives its pages
 // back (the memfd is sparse) and merges with its free neighbours.
 void* device_alloc(size_t bytes) {
+  return alloc_on(bytes, current_device() >= 0 ? current_device() : thread_device);
+}
+
+int device_of_pointer(uintptr_t p) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  auto it = s.allocations.upper_bound(p);
+  if (it == s.allocations.begin()) return -1;
+  --it;
+  if (p >= it->first + std::max<size_t>(it->second, 1)) return -1;
+  return s.allocation_device[it->first];
+}
+
+void* alloc_on(size_t bytes, int device) {
   State& s = state();
   std::lock_guard lock(s.mutex);
   // 256-byte aligned, whole pages from a page on (what a dmabuf export needs).
@@ -879,6 +985,7 @@ void* device_alloc(size_t bytes) {
     s.used = at + want;
   }
   s.allocations[reinterpret_cast<uintptr_t>(s.device + at)] = bytes;
+  s.allocation_device[reinterpret_cast<uintptr_t>(s.device + at)] = device;
   return s.device + at;
 }
 
@@ -890,6 +997,7 @@ void device_free(void* p) {
   size_t at = reinterpret_cast<std::byte*>(p) - s.device;
   const size_t align = it->second >= 4096 ? 4096 : 256;  // as device_alloc rounded it
   size_t size = (std::max<size_t>(it->second, 1) + align - 1) / align * align;
+  s.allocation_device.erase(it->first);
   s.allocations.erase(it);
   // Gives back the whole pages of the block only: a page it shares with a live neighbour is
   // written by that neighbour's users meanwhile (tmpfs unmaps the pages it punches).
@@ -923,10 +1031,16 @@ void from_device(void* host_dst, const void* device_src, size_t bytes) {
   std::memcpy(host_dst, host_view(reinterpret_cast<uintptr_t>(device_src)), bytes);
 }
 
+// A test's stream, on the thread's current context or its chosen device's.
 CUstream_st* create_stream(bool blocking) {
-  CUstream stream = nullptr;
-  stream_create(&stream, blocking ? 0 : CU_STREAM_NON_BLOCKING);
-  return stream;
+  CUcontext context =
+      current_context() != nullptr ? current_context() : fake_context(thread_device);
+  auto* created = new FakeStream(blocking, context);
+  if (blocking) {
+    std::lock_guard lock(order_mutex);
+    blocking_streams.insert(created);
+  }
+  return reinterpret_cast<CUstream>(created);
 }
 void destroy_stream(CUstream_st* stream) { stream_destroy(stream); }
 void launch(CUstream_st* stream, std::function<void()> fn) { queue(stream, std::move(fn)); }
@@ -939,7 +1053,7 @@ int host_waits() { return state().host_waits.load(); }
 int dmabuf_export_count() { return dmabuf_exports.load(); }
 int mem_op_calls() { return mem_ops.load(); }
 void set_default_context(bool current) { context_by_default.store(current); }
-void make_context_current() { current_context = fake_context(); }
+void make_context_current() { set_current_context(fake_context(thread_device)); }
 
 Gate::Gate(CUstream_st* stream) : open_(std::make_shared<std::atomic<bool>>(false)) {
   queue(stream, [open = open_] {

@@ -9,6 +9,8 @@
 #include <chrono>
 #include <thread>
 
+#include "algorithms/reduce/cuda/cuda_kernel_names.h"
+#include "algorithms/reduce/cuda/cuda_launch.h"
 #include "cuda/cuda_driver.h"
 #include "cuda/cuda_driver_api.h"
 
@@ -19,8 +21,16 @@ using namespace std::chrono_literals;
 
 class FakeDriver : public testing::Test {
  protected:
-  void SetUp() override { fake::install(); }
-  void TearDown() override { fake::uninstall(); }
+  // Threads start with device 0's context current, as after cudaSetDevice.
+  void SetUp() override {
+    fake::install();
+    fake::set_default_context(true);
+    fake::make_context_current();  // this thread began before
+  }
+  void TearDown() override {
+    fake::set_default_context(false);
+    fake::uninstall();
+  }
   const ccl::cuda::DriverApi& api() const { return *ccl::cuda::cuda_driver(); }
 };
 
@@ -112,6 +122,87 @@ TEST_F(FakeDriver, ARelaxedCaptureRefusesNothing) {
   EXPECT_NE(graph, nullptr);
   fake::destroy_graph(graph);
   fake::destroy_stream(s);
+}
+
+// A context per device, with its device's ordinal: memory knows its device and context, a thread
+// on device 1 is in device 1's context (one context for every device hid a rank on the wrong one).
+TEST_F(FakeDriver, ContextsArePerDeviceAndMemoryKnowsItsOwn) {
+  fake::set_devices(2, true);
+  CUcontext ctx0 = nullptr, ctx1 = nullptr;
+  ASSERT_EQ(api().primary_ctx_retain(&ctx0, 0), CUDA_SUCCESS);
+  ASSERT_EQ(api().primary_ctx_retain(&ctx1, 1), CUDA_SUCCESS);
+  EXPECT_NE(ctx0, ctx1);
+  fake::use_device(1);
+  CUdevice device = -1;
+  ASSERT_EQ(api().ctx_get_device(&device), CUDA_SUCCESS);
+  EXPECT_EQ(device, 1);
+  CUdeviceptr p = 0;
+  ASSERT_EQ(api().mem_alloc(&p, 512), CUDA_SUCCESS);
+  int ordinal = -1;
+  CUcontext owner = nullptr;
+  EXPECT_EQ(api().pointer_get_attribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, p + 100),
+            CUDA_SUCCESS);
+  EXPECT_EQ(ordinal, 1);
+  EXPECT_EQ(api().pointer_get_attribute(&owner, CU_POINTER_ATTRIBUTE_CONTEXT, p), CUDA_SUCCESS);
+  EXPECT_EQ(owner, ctx1);
+  EXPECT_EQ(api().mem_free(p), CUDA_SUCCESS);
+  fake::use_device(0);
+}
+
+// Without a current context, what needs one fails with CUDA_ERROR_INVALID_CONTEXT (a ccl thread
+// that forgot its ContextScope works on a fake that has one context for everything).
+TEST_F(FakeDriver, CallsThatNeedAContextRefuseAThreadWithoutOne) {
+  std::thread([&] {
+    ASSERT_EQ(api().ctx_set_current(nullptr), CUDA_SUCCESS);
+    CUstream stream = nullptr;
+    CUevent event = nullptr;
+    CUdeviceptr p = 0;
+    void* pinned = nullptr;
+    CUdevice device = 0;
+    CUmodule module = nullptr;
+    int image = 0;
+    EXPECT_EQ(api().stream_create(&stream, 0), CUDA_ERROR_INVALID_CONTEXT);
+    EXPECT_EQ(api().event_create(&event, 0), CUDA_ERROR_INVALID_CONTEXT);
+    EXPECT_EQ(api().mem_alloc(&p, 64), CUDA_ERROR_INVALID_CONTEXT);
+    EXPECT_EQ(api().mem_host_alloc(&pinned, 64, 0), CUDA_ERROR_INVALID_CONTEXT);
+    EXPECT_EQ(api().ctx_get_device(&device), CUDA_ERROR_INVALID_CONTEXT);
+    EXPECT_EQ(api().module_load_data(&module, &image), CUDA_ERROR_INVALID_CONTEXT);
+  }).join();
+}
+
+// A kernel runs in its module's context, on a stream of that context, and touches another
+// device's memory only once peer access to it is enabled (a real GPU would fault).
+TEST_F(FakeDriver, KernelsRunInTheirContextAndReachPeersOnlyWithPeerAccess) {
+  fake::set_devices(2, true);
+  namespace k = ccl::reduce::cuda;
+  const char* copy = k::kernel_name_at(k::copy_kernel_index());
+  int image = 0;
+  CUmodule module0 = nullptr, module1 = nullptr;
+  CUfunction copy0 = nullptr, copy1 = nullptr;
+  fake::use_device(1);
+  ASSERT_EQ(api().module_load_data(&module1, &image), CUDA_SUCCESS);
+  ASSERT_EQ(api().module_get_function(&copy1, module1, copy), CUDA_SUCCESS);
+  void* theirs = fake::device_alloc(256);
+  fake::use_device(0);
+  ASSERT_EQ(api().module_load_data(&module0, &image), CUDA_SUCCESS);
+  ASSERT_EQ(api().module_get_function(&copy0, module0, copy), CUDA_SUCCESS);
+  void* mine = fake::device_alloc(256);
+  CUstream_st* stream = fake::create_stream(false);
+  unsigned long long bytes = 256;
+  void* params[] = {&mine, &theirs, &bytes};
+  auto launch = [&](CUfunction fn) {
+    return api().launch_kernel(fn, 1, 1, 1, k::kThreadsPerBlock, 1, 1, 0, stream, params, nullptr);
+  };
+  EXPECT_EQ(launch(copy1), CUDA_ERROR_INVALID_CONTEXT) << "device 1's kernel on device 0's stream";
+  EXPECT_EQ(launch(copy0), CUDA_ERROR_ILLEGAL_ADDRESS) << "device 1's memory without peer access";
+  CUcontext ctx1 = nullptr;
+  ASSERT_EQ(api().primary_ctx_retain(&ctx1, 1), CUDA_SUCCESS);
+  ASSERT_EQ(api().ctx_enable_peer_access(ctx1, 0), CUDA_SUCCESS);
+  EXPECT_EQ(launch(copy0), CUDA_SUCCESS);
+  fake::synchronize(stream);
+  fake::destroy_stream(stream);
+  fake::device_free(mine);
+  fake::device_free(theirs);
 }
 
 }  // namespace
