@@ -1,5 +1,7 @@
 #include "core/device/device_watchdog.h"
 
+#include <unistd.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -20,8 +22,8 @@ struct Watch {
   std::mutex mutex;  // held while the worlds are looked at: remove() waits for that
   std::condition_variable wake;
   std::set<DeviceWorld*> worlds;
-  bool busy = false;  // some world had programs in flight at the last look
-  bool started = false;
+  bool busy = false;     // some world had programs in flight at the last look
+  pid_t started_in = 0;  // the process whose thread runs loop(): a forked child starts its own
 
   void loop() {
     std::unique_lock lock(mutex);
@@ -50,11 +52,15 @@ Watch& watch() {
 void DeviceWatchdog::add(DeviceWorld* world) {
   Watch& w = watch();
   std::lock_guard lock(w.mutex);
-  w.worlds.insert(world);
-  if (!w.started) {
-    w.started = true;
+  if (w.started_in != getpid()) {
+    // The first world of this process (a forked child has none of its parent's thread, nor may it
+    // look at its parent's worlds).
+    w.worlds.clear();
+    w.busy = false;
+    w.started_in = getpid();
     std::thread([&w] { w.loop(); }).detach();
   }
+  w.worlds.insert(world);
 }
 
 void DeviceWatchdog::remove(DeviceWorld* world) {

@@ -1,19 +1,23 @@
 // The host side of the CUDA kernels and of CUDA IPC, over the fake driver (fake_driver.h): the
 // launches ccl makes (names, geometry, parameters) run the CPU kernel of the same name, so a
 // wrong parameter order or a wrong kernel index gives a wrong result here.
+#include <cuda.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <vector>
 
 #include "../support/rank_threads.h"
 #include "algorithms/reduce/reduce.h"
 #include "base/error.h"
 #include "cuda/cuda_driver.h"
+#include "cuda/cuda_driver_api.h"
 #include "cuda/cuda_ipc.h"
 #include "cuda/cuda_kernels.h"
 #include "cuda/cuda_memory.h"
@@ -86,59 +90,125 @@ TEST_F(FakeCudaKernels, ReduceAndDivideLaunchTheKernelsOfTheirTypeAndOp) {
   fake::destroy_stream(stream);
 }
 
+// Runs `body` in a forked child, another process as CUDA IPC needs (a process cannot open its
+// own handles); true if it exited 0 with no failure, within 60 s.
+bool in_another_process(const std::function<void()>& body) {
+  const pid_t child = fork();
+  if (child == 0) {
+    fake::make_context_current();  // as the child of a CUDA program after cudaSetDevice
+    body();
+    _exit(testing::Test::HasFailure() ? 1 : 0);
+  }
+  for (int waited_ms = 0; waited_ms < 60000; waited_ms += 10) {
+    int status = 0;
+    if (waitpid(child, &status, WNOHANG) == child) {
+      return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    }
+    usleep(10000);
+  }
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  ADD_FAILURE() << "the child process did not end in 60 s";
+  return false;
+}
+
 TEST_F(FakeCudaKernels, IpcExportsAndOpensEachAllocationOnce) {
+  fake::make_context_current();
   auto* base = static_cast<char*>(fake::device_alloc(4096));
+  std::vector<char> bytes(4096);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>(i * 7);
+  fake::to_device(base, bytes.data(), bytes.size());
   const ccl::cuda::IpcBuffer inner = ccl::cuda::export_buffer(base + 100);
   ASSERT_EQ(inner.valid, 1);
   EXPECT_EQ(inner.offset, 100u);
   EXPECT_EQ(inner.process, ccl::cuda::this_process());
   EXPECT_NE(inner.process, 0u);
-  ccl::cuda::IpcImports imports;
-  const ccl::cuda::ContextScope scope(ccl::cuda::context_of(base));
+  const ccl::cuda::IpcBuffer other = ccl::cuda::export_buffer(base + 2048);
   const ccl::cuda::DeviceUuid here = ccl::cuda::current_device_uuid();
-  // Its own process: the address itself, nothing opened.
-  const int opens = fake::ipc_opens();
-  EXPECT_EQ(imports.open(inner, here), base + 100);
-  EXPECT_EQ(imports.opened(), 0u);
-  // As another process sees it: the handle opened once for every buffer of the allocation.
-  ccl::cuda::IpcBuffer remote = inner;
-  remote.process = inner.process + 2;  // another process, whatever its pid
-  remote.address = 0;
-  EXPECT_EQ(imports.open(remote, here), base + 100);
-  ccl::cuda::IpcBuffer other = ccl::cuda::export_buffer(base + 2048);
-  other.process = remote.process;
-  EXPECT_EQ(imports.open(other, here), base + 2048);
-  EXPECT_EQ(imports.opened(), 1u);
-  EXPECT_EQ(fake::ipc_opens() - opens, 1);
+  {
+    // Its own process: the address itself, nothing opened (CUDA opens no handle of its own).
+    ccl::cuda::IpcImports imports;
+    EXPECT_EQ(imports.open(inner, here), base + 100);
+    EXPECT_EQ(imports.opened(), 0u);
+  }
+  // Another process: the handle opened once for every buffer of the allocation, at an address of
+  // its own, reading the exporter's bytes.
+  EXPECT_TRUE(in_another_process([&] {
+    EXPECT_NE(ccl::cuda::this_process(), inner.process);
+    ccl::cuda::IpcImports imports;
+    const int opens = fake::ipc_opens();
+    auto* at = static_cast<char*>(imports.open(inner, here));
+    auto* second = static_cast<char*>(imports.open(other, here));
+    EXPECT_EQ(second - at, 2048 - 100);
+    EXPECT_EQ(imports.opened(), 1u);
+    EXPECT_EQ(fake::ipc_opens() - opens, 1);
+    std::vector<char> seen(100);
+    fake::from_device(seen.data(), at, seen.size());
+    EXPECT_EQ(seen, std::vector<char>(bytes.begin() + 100, bytes.begin() + 200));
+  }));
   // Host memory is not exported.
   std::vector<char> host(64);
   EXPECT_EQ(ccl::cuda::export_buffer(host.data()).valid, 0);
 }
 
+// The driver's IPC rules, which CUDA keeps between processes: a process cannot open its own
+// handle; another opens it once until it closes it, at an address of its own; closing twice, or
+// an address it did not open, and a malformed handle are refused.
+TEST_F(FakeCudaKernels, IpcHandlesOpenOncePerProcessAndNotInTheirOwn) {
+  fake::make_context_current();
+  const ccl::cuda::DriverApi& api = *ccl::cuda::cuda_driver();
+  void* base = fake::device_alloc(8192);
+  CUipcMemHandle handle;
+  ASSERT_EQ(api.ipc_get_mem_handle(&handle, reinterpret_cast<CUdeviceptr>(base)), CUDA_SUCCESS);
+  CUipcMemHandle inside;
+  EXPECT_EQ(api.ipc_get_mem_handle(&inside, reinterpret_cast<CUdeviceptr>(base) + 64),
+            CUDA_ERROR_INVALID_VALUE)
+      << "not the start of an allocation";
+  CUdeviceptr opened = 0;
+  EXPECT_EQ(api.ipc_open_mem_handle(&opened, handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
+            CUDA_ERROR_INVALID_CONTEXT)
+      << "its own process";
+  EXPECT_TRUE(in_another_process([&] {
+    CUdeviceptr at = 0, again = 0;
+    ASSERT_EQ(api.ipc_open_mem_handle(&at, handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
+              CUDA_SUCCESS);
+    EXPECT_NE(at, reinterpret_cast<CUdeviceptr>(base)) << "a mapping of its own";
+    EXPECT_EQ(api.ipc_open_mem_handle(&again, handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
+              CUDA_ERROR_ALREADY_MAPPED);
+    EXPECT_EQ(api.ipc_close_mem_handle(at), CUDA_SUCCESS);
+    EXPECT_EQ(api.ipc_close_mem_handle(at), CUDA_ERROR_INVALID_VALUE) << "closed already";
+    EXPECT_EQ(api.ipc_open_mem_handle(&again, handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
+              CUDA_SUCCESS)
+        << "open again after the close";
+    CUipcMemHandle garbage;
+    std::memset(&garbage, 0x5a, sizeof(garbage));
+    EXPECT_EQ(api.ipc_open_mem_handle(&at, garbage, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
+              CUDA_ERROR_INVALID_VALUE);
+  }));
+  fake::device_free(base);
+}
+
 // A program that allocates for every call: past kKeepOpen handles, each call closes those it
-// did not use, never one it did.
+// did not use, never one it did. In another process than the exporter's, as CUDA IPC is.
 TEST_F(FakeCudaKernels, IpcImportsCloseWhatTheLastCallDidNotUse) {
   constexpr size_t kMany = ccl::cuda::IpcImports::kKeepOpen + 5;
-  ccl::cuda::IpcImports imports;
-  auto* first = static_cast<char*>(fake::device_alloc(256));
-  const ccl::cuda::ContextScope scope(ccl::cuda::context_of(first));
+  fake::make_context_current();
+  std::vector<ccl::cuda::IpcBuffer> buffers;
+  for (size_t i = 0; i < kMany; ++i)
+    buffers.push_back(ccl::cuda::export_buffer(fake::device_alloc(256)));
   const ccl::cuda::DeviceUuid here = ccl::cuda::current_device_uuid();
-  auto remote = [&](void* p) {
-    ccl::cuda::IpcBuffer b = ccl::cuda::export_buffer(p);
-    b.process = ccl::cuda::this_process() + 2;
-    return b;
-  };
-  std::vector<ccl::cuda::IpcBuffer> buffers{remote(first)};
-  for (size_t i = 1; i < kMany; ++i) buffers.push_back(remote(fake::device_alloc(256)));
-  for (const auto& b : buffers) imports.open(b, here);  // one call uses them all
-  imports.trim();
-  EXPECT_EQ(imports.opened(), kMany);
-  EXPECT_EQ(imports.open(buffers[0], here), first);  // the next call uses one
-  imports.trim();
-  EXPECT_EQ(imports.opened(), 1u);
-  EXPECT_EQ(imports.open(buffers[0], here), first);
-  imports.trim();  // at most kKeepOpen: nothing to close
-  EXPECT_EQ(imports.opened(), 1u);
+  EXPECT_TRUE(in_another_process([&] {
+    ccl::cuda::IpcImports imports;
+    for (const auto& b : buffers) imports.open(b, here);  // one call uses them all
+    imports.trim();
+    EXPECT_EQ(imports.opened(), kMany);
+    void* first = imports.open(buffers[0], here);  // the next call uses one
+    imports.trim();
+    EXPECT_EQ(imports.opened(), 1u);
+    EXPECT_EQ(imports.open(buffers[0], here), first);
+    imports.trim();  // at most kKeepOpen: nothing to close
+    EXPECT_EQ(imports.opened(), 1u);
+  }));
 }
 
 // The class of the link to a peer's GPU, as the driver tells it: the same device, NVLink (every

@@ -144,11 +144,32 @@ struct FakeEvent {
   std::shared_ptr<EventState> state = std::make_shared<EventState>();
 };
 
+// The arena's first page is shared by every process that maps it (a forked rank): the cursor
+// below which memory was handed out, so that two processes never hand out the same bytes.
+struct ArenaHeader {
+  std::atomic<uint64_t> used;
+};
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
+
+// Memory of another process opened through CUDA IPC: a mapping of its own (PROT_NONE, as device
+// memory) of the arena's pages, at another address than the exporter's.
+struct Import {
+  uintptr_t map_base = 0;  // the mapping
+  size_t map_bytes = 0;
+  uint64_t arena_offset = 0;  // of map_base's first byte
+  uintptr_t base = 0;         // what cuIpcOpenMemHandle returned
+  size_t bytes = 0;
+  int device = 0;                // where it is reached from (opened with lazy peer access)
+  std::pair<int, uint64_t> key;  // exporter's pid, allocation's arena offset
+};
+
 struct State {
+  pid_t pid =
+      getpid();  // the process this state is of (a forked child renews its per-process part)
   int fd = -1;
-  std::byte* device = nullptr;  // PROT_NONE: what device pointers point at
-  std::byte* view = nullptr;    // the same bytes, read-write, for the fake's own use
-  size_t used = 0;
+  std::byte* device = nullptr;    // PROT_NONE: what device pointers point at
+  std::byte* view = nullptr;      // the same bytes, read-write, for the fake's own use
+  ArenaHeader* header = nullptr;  // in the arena's first page, in the view
   std::mutex mutex;
   std::map<uintptr_t, size_t> pinned;          // cuMemHostAlloc'd ranges
   std::map<uintptr_t, size_t> allocations;     // device_alloc'd ranges (device addresses)
@@ -157,6 +178,7 @@ struct State {
   std::atomic<int> ipc_opens{0};
   std::atomic<int> host_waits{0};
   std::map<uintptr_t, size_t> free_blocks;  // device_free'd ranges (offsets in the arena)
+  std::map<uintptr_t, Import> imports;      // by base, this process's IPC mappings
   FakeStream* legacy = nullptr;
   std::atomic<bool> refuse_wait_value{false};
   ccl::cuda::DriverApi api;
@@ -172,9 +194,22 @@ State& state() {
     st->view = static_cast<std::byte*>(
         mmap(nullptr, kArenaBytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, st->fd, 0));
     if (st->device == MAP_FAILED || st->view == MAP_FAILED) std::abort();
+    st->header = new (st->view) ArenaHeader{};
+    st->header->used.store(4096);  // the header's page is never handed out
     st->legacy = new FakeStream();
     return st;
   }();
+  // A forked child shares the arena (the memfd, mapped shared) and its cursor, not the parent's
+  // threads: it gets a legacy stream of its own, and reuses no block the parent freed.
+  if (s->pid != getpid()) {
+    std::lock_guard lock(s->mutex);
+    if (s->pid != getpid()) {
+      s->pid = getpid();
+      s->legacy = new FakeStream();  // the parent's one has no thread here (never destroyed)
+      s->free_blocks.clear();
+      s->imports.clear();  // a child inherits no IPC mapping (CUDA's are per process)
+    }
+  }
   return *s;
 }
 
@@ -209,10 +244,21 @@ void set_current_context(CUcontext context) {
 // The device of the calling thread's current context, -1 without one.
 int current_device() { return device_of_context(current_context()); }
 
+// The import containing `p`, nullptr for none. State::mutex held.
+const Import* import_at(State& s, uintptr_t p) {
+  auto it = s.imports.upper_bound(p);
+  if (it == s.imports.begin()) return nullptr;
+  --it;
+  const Import& i = it->second;
+  return p >= i.map_base && p < i.map_base + i.map_bytes ? &i : nullptr;
+}
+
 bool is_device(uintptr_t p) {
   State& s = state();
   const auto base = reinterpret_cast<uintptr_t>(s.device);
-  return p >= base && p < base + kArenaBytes;
+  if (p >= base && p < base + kArenaBytes) return true;
+  std::lock_guard lock(s.mutex);
+  return import_at(s, p) != nullptr;
 }
 
 bool is_pinned(uintptr_t p) {
@@ -225,8 +271,12 @@ bool is_pinned(uintptr_t p) {
 }
 
 void* host_view(uintptr_t p) {
-  return is_device(p) ? state().view + (p - reinterpret_cast<uintptr_t>(state().device))
-                      : reinterpret_cast<void*>(p);
+  State& s = state();
+  const auto base = reinterpret_cast<uintptr_t>(s.device);
+  if (p >= base && p < base + kArenaBytes) return s.view + (p - base);
+  std::lock_guard lock(s.mutex);
+  if (const Import* i = import_at(s, p)) return s.view + i->arena_offset + (p - i->map_base);
+  return reinterpret_cast<void*>(p);
 }
 
 FakeStream* stream_of(CUstream stream) {
@@ -816,6 +866,11 @@ CUresult launch_kernel(CUfunction fn, unsigned grid_x, unsigned grid_y, unsigned
 CUresult mem_get_address_range(CUdeviceptr* base, size_t* size, CUdeviceptr ptr) {
   State& s = state();
   std::lock_guard lock(s.mutex);
+  if (const Import* i = import_at(s, ptr)) {
+    *base = i->base;
+    *size = i->bytes;
+    return CUDA_SUCCESS;
+  }
   auto it = s.allocations.upper_bound(ptr);
   if (it == s.allocations.begin()) return CUDA_ERROR_NOT_FOUND;
   --it;
@@ -842,24 +897,88 @@ CUresult mem_get_handle_for_address_range(void* handle, CUdeviceptr ptr, size_t 
   dmabuf_exports.fetch_add(1);
   return CUDA_SUCCESS;
 }
+// IPC as CUDA has it between processes: a handle names an allocation (its start) of the exporting
+// process; another process opens it once (a second open before the close is refused), at an
+// address of its own (a new mapping of the arena's pages: the exporter's address means nothing
+// there), and closing it unmaps it (a later access faults). A process cannot open its own
+// handles, and a handle that names no allocation, or a malformed one, is refused.
+struct FakeIpcHandle {
+  uint32_t magic;
+  int32_t pid;      // the exporter
+  uint64_t offset;  // the allocation's, in the arena
+  uint64_t bytes;
+  int32_t device;
+};
+static_assert(sizeof(FakeIpcHandle) <= sizeof(CUipcMemHandle));
+constexpr uint32_t kIpcMagic = 0x43435046;  // "FPCC"
+
 CUresult ipc_get_mem_handle(CUipcMemHandle* handle, CUdeviceptr base) {
   if (current_context() == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
-  if (!is_device(base)) return CUDA_ERROR_INVALID_VALUE;
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  const auto arena = reinterpret_cast<uintptr_t>(s.device);
+  auto it = s.allocations.find(base);
+  if (it == s.allocations.end() || base < arena || base >= arena + kArenaBytes) {
+    return CUDA_ERROR_INVALID_VALUE;  // not the start of an allocation of this process
+  }
+  FakeIpcHandle h{kIpcMagic, static_cast<int32_t>(getpid()), base - arena, it->second,
+                  s.allocation_device[base]};
   std::memset(handle, 0, sizeof(*handle));
-  const uint64_t offset = base - reinterpret_cast<uintptr_t>(state().device);
-  std::memcpy(handle->reserved, &offset, sizeof(offset));
+  std::memcpy(handle->reserved, &h, sizeof(h));
   return CUDA_SUCCESS;
 }
-CUresult ipc_open_mem_handle(CUdeviceptr* base, CUipcMemHandle handle, unsigned int) {
-  if (current_context() == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
-  uint64_t offset = 0;
-  std::memcpy(&offset, handle.reserved, sizeof(offset));
-  if (offset >= kArenaBytes) return CUDA_ERROR_INVALID_VALUE;
-  state().ipc_opens.fetch_add(1);
-  *base = reinterpret_cast<uintptr_t>(state().device) + offset;
+CUresult ipc_open_mem_handle(CUdeviceptr* base, CUipcMemHandle handle, unsigned int flags) {
+  const int device = current_device();
+  if (device < 0) return CUDA_ERROR_INVALID_CONTEXT;
+  if ((flags & ~CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) != 0) return CUDA_ERROR_INVALID_VALUE;
+  FakeIpcHandle h;
+  std::memcpy(&h, handle.reserved, sizeof(h));
+  if (h.magic != kIpcMagic || h.offset < 4096 || h.offset >= kArenaBytes ||
+      h.bytes > kArenaBytes - h.offset) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (h.pid == getpid()) return CUDA_ERROR_INVALID_CONTEXT;  // its own memory: CUDA refuses
+  // Lazy peer access reaches the exporter's device; without it, that device must be a peer.
+  if (h.device != device && (flags & CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) == 0 &&
+      !may_access(device, h.device)) {
+    return CUDA_ERROR_PEER_ACCESS_NOT_ENABLED;
+  }
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  const std::pair<int, uint64_t> key{h.pid, h.offset};
+  for (const auto& [at, i] : s.imports) {
+    if (i.key == key) return CUDA_ERROR_ALREADY_MAPPED;
+  }
+  const uint64_t page = h.offset / 4096 * 4096;
+  const size_t map_bytes = (h.offset + std::max<uint64_t>(h.bytes, 1) - page + 4095) / 4096 * 4096;
+  void* mapped = mmap(nullptr, map_bytes, PROT_NONE, MAP_SHARED | MAP_NORESERVE, s.fd,
+                      static_cast<off_t>(page));
+  if (mapped == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+  Import i;
+  i.map_base = reinterpret_cast<uintptr_t>(mapped);
+  i.map_bytes = map_bytes;
+  i.arena_offset = page;
+  i.base = i.map_base + (h.offset - page);
+  i.bytes = h.bytes;
+  i.device = device;  // reached from here (lazily enabled peer access, or a peer)
+  i.key = key;
+  s.imports[i.map_base] = i;
+  s.ipc_opens.fetch_add(1);
+  *base = i.base;
   return CUDA_SUCCESS;
 }
-CUresult ipc_close_mem_handle(CUdeviceptr) { return CUDA_SUCCESS; }
+CUresult ipc_close_mem_handle(CUdeviceptr base) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  for (auto it = s.imports.begin(); it != s.imports.end(); ++it) {
+    if (it->second.base == base) {
+      munmap(reinterpret_cast<void*>(it->second.map_base), it->second.map_bytes);
+      s.imports.erase(it);
+      return CUDA_SUCCESS;
+    }
+  }
+  return CUDA_ERROR_INVALID_VALUE;  // not an address cuIpcOpenMemHandle gave
+}
 
 }  // namespace
 
@@ -957,6 +1076,7 @@ void* device_alloc(size_t bytes) {
 int device_of_pointer(uintptr_t p) {
   State& s = state();
   std::lock_guard lock(s.mutex);
+  if (const Import* i = import_at(s, p)) return i->device;
   auto it = s.allocations.upper_bound(p);
   if (it == s.allocations.begin()) return -1;
   --it;
@@ -980,9 +1100,11 @@ void* alloc_on(size_t bytes, int device) {
     break;
   }
   if (at == SIZE_MAX) {
-    at = (s.used + align - 1) / align * align;
-    if (at + want > kArenaBytes) throw std::runtime_error("fake CUDA device memory exhausted");
-    s.used = at + want;
+    uint64_t used = s.header->used.load();
+    do {
+      at = (used + align - 1) / align * align;
+      if (at + want > kArenaBytes) throw std::runtime_error("fake CUDA device memory exhausted");
+    } while (!s.header->used.compare_exchange_weak(used, at + want));
   }
   s.allocations[reinterpret_cast<uintptr_t>(s.device + at)] = bytes;
   s.allocation_device[reinterpret_cast<uintptr_t>(s.device + at)] = device;

@@ -3,9 +3,15 @@
 //
 // Device memory is strict: an arena whose addresses (the "device" view) are mapped PROT_NONE, so
 // any host load or store through a device pointer faults, as it would on a real GPU; the fake
-// driver reaches the same bytes through a second mapping of the same memfd. Streams are real
-// queues, each run by a thread of its own, so work queued on a stream runs later, in order, as on
-// a GPU: a test that forgot to wait for a stream reads stale data.
+// driver reaches the same bytes through a second mapping of the same memfd. The mapping is
+// shared, so a forked child (a rank as a process) sees the same memory, and the two never hand
+// out the same bytes (a cursor in the arena's first page). CUDA IPC is as between processes:
+// another process opens a handle once, at an address of its own (a new mapping), until it closes
+// it; a process cannot open its own. Streams are real queues, each run by a thread of its own,
+// so work queued on a stream runs later, in order, as on a GPU: a test that forgot to wait for a
+// stream reads stale data. Host functions of every stream run on one thread, as CUDA's do.
+// Contexts are per device (primary contexts), and what needs one fails without one current;
+// kernels reach another device's memory only with peer access. docs/cuda.md lists every rule.
 #pragma once
 
 #include <atomic>
