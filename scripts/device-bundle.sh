@@ -17,9 +17,13 @@
 #          (libxml2 and ICU, hwloc, ...), taken from this machine: newer glibc and libstdc++
 #          run them (the GPU machine's are newer than Debian 12's);
 #   nccl/  the shim's folder for LD_LIBRARY_PATH: libnccl.so.2, a link to lib/libccl_nccl.so;
+#   py/    torch_nccl_check.py (tests/cuda): the torch step, run by the GPU machine's own python3
+#          and torch on nccl/libnccl.so.2 (preloaded) and lib/; not in bin/, whose every file
+#          the library hunt below gives to ldd;
 #   MANIFEST  the commit, the date and what was built.
 # Built without UCX (its transport modules are loaded from UCX's own folder, which the bundle
-# would have to carry too) and without the PyTorch backend: the device check needs neither.
+# would have to carry too) and without the PyTorch backend (ccl_torch: the torch step runs
+# torch's own ProcessGroupNCCL on the shim): the device check needs neither.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-.device/ccl-device.tar.xz}
@@ -41,7 +45,7 @@ cmake --build "$build" -j "$jobs" --target "${targets[@]}" >"$build/bundle.build
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 root=$stage/ccl-device
-mkdir -p "$root/bin" "$root/lib" "$root/nccl"
+mkdir -p "$root/bin" "$root/lib" "$root/nccl" "$root/py"
 cp "$build/tests/cuda/cuda_kernels_check" "$build/tests/cuda/device_collectives_check" \
    "$build/tests/cuda/device_world_check" "$build/tools/cclrun" \
    "$build/tests/nccl_shim/nccl_program" "$root/bin/"
@@ -51,6 +55,7 @@ cp -L "$build/src/libccl.so.0" "$root/lib/"
 # serving ncclAllReduce is that file).
 cp -L "$build/src/nccl_shim/libccl_nccl.so" "$root/lib/"
 ln -s ../lib/libccl_nccl.so "$root/nccl/libnccl.so.2"
+cp tests/cuda/torch_nccl_check.py "$root/py/"
 
 if [ -n "${NCCL_TESTS_DIR:-}" ]; then
   # nccl-tests as its README builds it, against NCCL's header and library from the toolkit; one

@@ -12,9 +12,14 @@
 #        against the D2D ceiling of step 1;
 #      and at 2 ranks with CCL_CUDA_IPC=0 (every collective staged through host memory);
 #   3. the NCCL ABI shim: tests/nccl_shim's C program (linked against NVIDIA's libnccl.so.2) on
-#      libnccl.so.2 = libccl_nccl.so, 3 ranks in one process and 3 processes; and, where the
-#      bundle has it, nccl-tests' all_reduce_perf (built against NCCL's nccl.h) at 1 rank on the
-#      shim and on NVIDIA's libnccl (the GPU image's, from the nvidia-nccl Python package, or
+#      libnccl.so.2 = libccl_nccl.so, 3 ranks in one process and 3 processes; torch's
+#      ProcessGroupNCCL on the shim (tests/cuda/torch_nccl_check.py, on this machine's python3
+#      and its torch: skipped, saying why, where it has no torch with CUDA): 2 ranks on GPU 0,
+#      the collectives x float32/bfloat16/int64 x 1 KiB, 1 MiB, 64 MiB against the CPU, two
+#      streams, a captured graph, the 64 MiB all_reduce's busbw against torch on NVIDIA's NCCL
+#      (at 1 rank where NCCL refuses 2 ranks on one GPU); and, where the bundle has it,
+#      nccl-tests' all_reduce_perf (built against NCCL's nccl.h) at 1 rank on the shim and on
+#      NVIDIA's libnccl (the GPU image's, from the nvidia-nccl Python package, or
 #      NCCL_LIBRARY_DIR), their best busbw side by side.
 # Prints one summary line ("device-check: PASS ..." or "device-check: FAIL ...") last. Without a
 # GPU it says so and exits 0. Bounded: each step has a timeout; the whole takes under 10 minutes.
@@ -25,6 +30,8 @@
 #   scripts/device-check.sh [BUILD_DIR]     builds that bundle here first (default build-device/;
 #                                           needs ccl's build dependencies and the CUDA toolkit;
 #                                           NCCL_TESTS_DIR: a checkout of nccl-tests to add)
+#   CCL_DEVICE_CHECK_PYTHON                 the python whose torch the torch step runs
+#                                           (default python3)
 set -u
 cd "$(dirname "$0")/.." || exit 2
 start=$(date +%s)
@@ -170,6 +177,30 @@ rm -f "$id_file"
 echo "$out" | tail -3
 [ $status = 0 ] || failed+=("nccl_program ranks under cclrun -np 3 (status $status)")
 [ ${#failed[@]} = "$shim_failures" ] && summary+=("NCCL shim program: 3 threads and 3 ranks pass")
+
+# torch's ProcessGroupNCCL on the shim, as a training script meets it: the GPU machine's own
+# python3 and torch (a CUDA build) with the shim preloaded (the bundle's py/, or the checkout's
+# for a bundle made before it had one). Its budget is what is left before 500 s (the nccl-tests
+# sweeps come after), 140 s at most; it ends its own processes within that budget, so the
+# timeout is for a stuck driver.
+torch_check=$root/py/torch_nccl_check.py
+[ -f "$torch_check" ] || torch_check=tests/cuda/torch_nccl_check.py
+torch_budget=$(( 500 - ($(date +%s) - start) ))
+[ "$torch_budget" -gt 140 ] && torch_budget=140
+if [ "$torch_budget" -lt 60 ]; then
+  summary+=("torch step not run: ${torch_budget} s of the check's 10 minutes left for it")
+else
+  out=$(timeout $((torch_budget + 20)) "${CCL_DEVICE_CHECK_PYTHON:-python3}" "$torch_check" \
+          "$root" --budget "$torch_budget" 2>&1)
+  status=$?
+  echo "$out" | tail -20
+  line=$(grep -m1 '^torch_nccl_check: ' <<<"$out")
+  if [ $status = 0 ] && [ -n "$line" ]; then
+    summary+=("$(sed 's/^torch_nccl_check: PASS: //; s/^torch_nccl_check: skipped: /torch step skipped: /' <<<"$line")")
+  else
+    failed+=("torch_nccl_check (status $status)")
+  fi
+fi
 
 if [ -x "$bin/nccl_tests_all_reduce_perf" ]; then
   sweep "nccl-tests all_reduce_perf on the shim, 1 rank" "" \
