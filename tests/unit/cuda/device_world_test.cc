@@ -778,6 +778,37 @@ TEST_F(DeviceWorld, AnAbortReleasesEveryRanksStream) {
   });
 }
 
+// A captured collective has no clock on the device (CUDA has no timed stream wait) and no
+// watchdog entry (its replays are the graph's): what bounds a replay whose peer never replays is
+// the communicator's failure or abort, which releases every wait of its flags, captured or not.
+TEST_F(DeviceWorld, AnAbortReleasesAReplayedGraphWhosePeerNeverReplays) {
+  std::atomic<bool> launched{false};
+  ccl_test::run_ranks(2, [&](ccl::Communicator& comm) {
+    CUstream_st* cuda = fake::create_stream(false);
+    cclStream_t stream = nullptr;
+    ASSERT_EQ(cclStreamFromCuda(cuda, &stream), cclSuccess);
+    void* d = fake::device_alloc(4096);
+    fake::begin_capture(cuda, fake::CaptureMode::ThreadLocal);
+    ASSERT_EQ(cclAllReduce(d, d, 1024, cclFloat32, cclSum, comm.get(), stream), cclSuccess);
+    fake::Graph* graph = fake::end_capture(cuda);
+    ASSERT_NE(graph, nullptr);
+    if (comm.rank() == 1) {  // captured, never replayed; then it gives up on the communicator
+      while (!launched.load()) std::this_thread::sleep_for(1ms);
+      std::this_thread::sleep_for(50ms);
+      EXPECT_EQ(cclCommAbort(comm.release()), cclSuccess);
+    } else {
+      fake::launch_graph(graph, cuda);
+      launched = true;
+      const auto start = std::chrono::steady_clock::now();
+      fake::synchronize(cuda);  // the fake gives up after 60 s (a hang on a GPU)
+      EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+    }
+    fake::destroy_graph(graph);
+    EXPECT_EQ(cclStreamDestroy(stream), cclSuccess);
+    fake::destroy_stream(cuda);
+  });
+}
+
 TEST_F(DeviceWorld, DeviceAndHostBuffersInOneCallAreRefused) {
   ccl_test::run_ranks(2, [&](ccl::Communicator& comm) {
     void* d = fake::device_alloc(4096);
