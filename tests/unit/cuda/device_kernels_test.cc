@@ -113,6 +113,7 @@ bool in_another_process(const std::function<void()>& body) {
 }
 
 TEST_F(FakeCudaKernels, IpcExportsAndOpensEachAllocationOnce) {
+  if (!fake::kForkedChildrenRun) GTEST_SKIP() << "a forked child cannot start threads under TSan";
   fake::make_context_current();
   auto* base = static_cast<char*>(fake::device_alloc(4096));
   std::vector<char> bytes(4096);
@@ -155,6 +156,7 @@ TEST_F(FakeCudaKernels, IpcExportsAndOpensEachAllocationOnce) {
 // handle; another opens it once until it closes it, at an address of its own; closing twice, or
 // an address it did not open, and a malformed handle are refused.
 TEST_F(FakeCudaKernels, IpcHandlesOpenOncePerProcessAndNotInTheirOwn) {
+  if (!fake::kForkedChildrenRun) GTEST_SKIP() << "a forked child cannot start threads under TSan";
   fake::make_context_current();
   const ccl::cuda::DriverApi& api = *ccl::cuda::cuda_driver();
   void* base = fake::device_alloc(8192);
@@ -191,6 +193,7 @@ TEST_F(FakeCudaKernels, IpcHandlesOpenOncePerProcessAndNotInTheirOwn) {
 // A program that allocates for every call: past kKeepOpen handles, each call closes those it
 // did not use, never one it did. In another process than the exporter's, as CUDA IPC is.
 TEST_F(FakeCudaKernels, IpcImportsCloseWhatTheLastCallDidNotUse) {
+  if (!fake::kForkedChildrenRun) GTEST_SKIP() << "a forked child cannot start threads under TSan";
   constexpr size_t kMany = ccl::cuda::IpcImports::kKeepOpen + 5;
   fake::make_context_current();
   std::vector<ccl::cuda::IpcBuffer> buffers;

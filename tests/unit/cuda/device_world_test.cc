@@ -553,6 +553,7 @@ TEST_F(DeviceWorld, CallsOnTwoStreamsRunInTheOrderTheyWereMade) {
 // (the fake maps each at an address of the opener's), and whose collectives on device buffers
 // and CUDA streams give exact results.
 TEST_F(DeviceWorld, RanksThatAreProcessesOpenTheirPeersScratchThroughIpc) {
+  if (!fake::kForkedChildrenRun) GTEST_SKIP() << "a forked child cannot start threads under TSan";
   constexpr int n = 3;
   constexpr size_t kCount = 20000;  // past a 32 KiB half
   cclUniqueId id;

@@ -1,5 +1,9 @@
 #include "fake_driver.h"
 
+#if defined(__SANITIZE_THREAD__)
+#include <sanitizer/tsan_interface.h>
+#endif
+
 #include <cuda.h>
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -13,6 +17,7 @@
 #include <cstring>
 #include <deque>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <stdexcept>
@@ -530,16 +535,87 @@ bool wait_satisfied(uint32_t word, uint32_t value, unsigned int flags) {
   }
 }
 
-// The stream waits on a word of memory, as the GPU's front end does: no host thread is asked.
-// A wait that lasts 60 s would hang a real GPU: the fake says so and aborts.
-void wait_on_word(std::atomic<uint32_t>* word, uint32_t value, unsigned int flags) {
-  wait_or_abort([&] { return wait_satisfied(word->load(std::memory_order_acquire), value, flags); },
-                std::chrono::seconds(60),
-                "a stream waited 60 s on a memory word: a hang on a real GPU");
+// A word a stream memory operation waits on or writes, and (in a ThreadSanitizer build) the
+// sync object that stands for it. A wait that sees a write happens after it, as on a GPU; but the
+// flag words are in a shared-memory page that each rank maps at its own address, which TSan
+// cannot tell is one word: the fake names each word by the file and offset it maps, and tells
+// TSan of a release on that name at each write and an acquire at each wait that passed.
+struct Word {
+  std::atomic<uint32_t>* at = nullptr;
+  void* sync = nullptr;
+};
+
+#if defined(__SANITIZE_THREAD__)
+// The file and offset of registered host memory, by the registration's start (the flag pages:
+// shared memory), read from /proc/self/maps when it is registered. Under State::mutex.
+std::map<uintptr_t, std::pair<uint64_t, uint64_t>> registered_names;
+
+std::pair<uint64_t, uint64_t> mapped_name(uintptr_t p) {
+  std::pair<uint64_t, uint64_t> found{0, p};
+  if (FILE* maps = std::fopen("/proc/self/maps", "r")) {
+    unsigned long start = 0, end = 0, offset = 0, inode = 0;
+    char line[512];
+    while (std::fgets(line, sizeof(line), maps) != nullptr) {
+      if (std::sscanf(line, "%lx-%lx %*s %lx %*s %lu", &start, &end, &offset, &inode) == 4 &&
+          p >= start && p < end && inode != 0) {
+        found = {inode, offset + (p - start)};
+        break;
+      }
+    }
+    std::fclose(maps);
+  }
+  return found;
 }
 
-std::atomic<uint32_t>* word_at(CUdeviceptr addr) {
-  return static_cast<std::atomic<uint32_t>*>(host_view(addr));
+// The sync object of the word at `addr`: named by its place in the arena, or in the file a
+// registered range maps, or else by its address.
+void* sync_object(CUdeviceptr addr) {
+  static std::mutex objects_mutex;
+  static std::map<std::pair<uint64_t, uint64_t>, std::unique_ptr<char>> objects;
+  std::pair<uint64_t, uint64_t> name{0, addr};
+  State& s = state();
+  const auto arena = reinterpret_cast<uintptr_t>(s.device);
+  if (addr >= arena && addr < arena + kArenaBytes) {
+    name = {1, addr - arena};
+  } else {
+    std::lock_guard lock(s.mutex);
+    auto it = registered_names.upper_bound(addr);
+    if (it != registered_names.begin()) {
+      --it;
+      if (it->second.first != 0 && addr < it->first + s.pinned[it->first]) {
+        name = {it->second.first, it->second.second + (addr - it->first)};
+      }
+    }
+  }
+  std::lock_guard lock(objects_mutex);
+  std::unique_ptr<char>& object = objects[name];
+  if (!object) object = std::make_unique<char>();
+  return object.get();
+}
+#else
+void* sync_object(CUdeviceptr) { return nullptr; }
+#endif
+
+void release(const Word& w, uint32_t value) {
+#if defined(__SANITIZE_THREAD__)
+  __tsan_release(w.sync);
+#endif
+  w.at->store(value, std::memory_order_release);
+}
+
+// The stream waits on a word of memory, as the GPU's front end does: no host thread is asked.
+// A wait that lasts 60 s would hang a real GPU: the fake says so and aborts.
+void wait_on_word(const Word& w, uint32_t value, unsigned int flags) {
+  wait_or_abort([&] { return wait_satisfied(w.at->load(std::memory_order_acquire), value, flags); },
+                std::chrono::seconds(60),
+                "a stream waited 60 s on a memory word: a hang on a real GPU");
+#if defined(__SANITIZE_THREAD__)
+  __tsan_acquire(w.sync);
+#endif
+}
+
+Word word_at(CUdeviceptr addr) {
+  return {static_cast<std::atomic<uint32_t>*>(host_view(addr)), sync_object(addr)};
 }
 
 // Memory operations reach device memory and host memory registered or pinned for the device.
@@ -554,7 +630,7 @@ CUresult stream_wait_value32(CUstream stream, CUdeviceptr addr, cuuint32_t value
   if (state().refuse_wait_value.load()) return CUDA_ERROR_NOT_SUPPORTED;
   if (!mem_op_address(addr)) return CUDA_ERROR_INVALID_VALUE;
   mem_ops.fetch_add(1);
-  std::atomic<uint32_t>* word = word_at(addr);
+  const Word word = word_at(addr);
   queue(stream, [word, value, flags] { wait_on_word(word, value, flags); });
   return CUDA_SUCCESS;
 }
@@ -562,8 +638,8 @@ CUresult stream_write_value32(CUstream stream, CUdeviceptr addr, cuuint32_t valu
                               unsigned int flags) {
   if (flags != 0 || !mem_op_address(addr)) return CUDA_ERROR_INVALID_VALUE;
   mem_ops.fetch_add(1);
-  std::atomic<uint32_t>* word = word_at(addr);
-  queue(stream, [word, value] { word->store(value, std::memory_order_release); });
+  const Word word = word_at(addr);
+  queue(stream, [word, value] { release(word, value); });
   return CUDA_SUCCESS;
 }
 // The operations of a batch run in order, as one piece of the stream's work. At most 256, as the
@@ -574,7 +650,7 @@ CUresult stream_batch_mem_op(CUstream stream, unsigned int count, CUstreamBatchM
   if (flags != 0 || count == 0 || count > 256 || ops == nullptr) return CUDA_ERROR_INVALID_VALUE;
   struct One {
     bool wait;
-    std::atomic<uint32_t>* word;
+    Word word;
     uint32_t value;
     unsigned int flags;
   };
@@ -600,7 +676,7 @@ CUresult stream_batch_mem_op(CUstream stream, unsigned int count, CUstreamBatchM
       if (one.wait) {
         wait_on_word(one.word, one.value, one.flags);
       } else {
-        one.word->store(one.value, std::memory_order_release);
+        release(one.word, one.value);
       }
     }
   });
@@ -752,6 +828,9 @@ CUresult mem_host_register(void* p, size_t bytes, unsigned int) {
   if (s.pinned.contains(at)) return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
   s.pinned[at] = bytes;
   registered[at] = bytes;
+#if defined(__SANITIZE_THREAD__)
+  registered_names[at] = mapped_name(at);
+#endif
   return CUDA_SUCCESS;
 }
 CUresult mem_host_unregister(void* p) {
@@ -760,6 +839,9 @@ CUresult mem_host_unregister(void* p) {
   std::lock_guard lock(s.mutex);
   const auto at = reinterpret_cast<uintptr_t>(p);
   if (!registered.erase(at)) return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+#if defined(__SANITIZE_THREAD__)
+  registered_names.erase(at);
+#endif
   s.pinned.erase(at);
   return CUDA_SUCCESS;
 }

@@ -26,6 +26,14 @@ struct CUstream_st;
 
 namespace ccl_test::fake_cuda {
 
+// ThreadSanitizer kills a child forked from a threaded process once it starts a thread: the
+// tests whose ranks are forked processes skip themselves there (Release and ASan run them).
+#if defined(__SANITIZE_THREAD__)
+inline constexpr bool kForkedChildrenRun = false;
+#else
+inline constexpr bool kForkedChildrenRun = true;
+#endif
+
 // Installs the fake driver (ccl::cuda::set_cuda_driver_for_testing); uninstall() puts "no
 // driver" back. Both between tests only, with no communicator alive.
 void install();
