@@ -1,6 +1,6 @@
-// Schedules cheap at scale (DESIGN.md): building one rank's ring and double-binary-tree allreduce
-// schedule for 16,384 ranks, as `ccl-sim` will for every rank it replays. Target: < 50 ms and
-// < 64 MiB per schedule.
+// Schedules cheap at scale (docs/design-notes.md, "Schedules"): building one rank's ring and
+// double-binary-tree allreduce schedule for 16,384 ranks, as `ccl-sim` will for every rank it
+// replays. Target: < 50 ms and < 64 MiB per schedule.
 //   build-dir/perf/schedule_bench [--benchmark_filter=ring]
 //
 // Parameters: nranks 16,384 (and 1,024 for scale), identity order, float elements, counts and

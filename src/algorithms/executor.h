@@ -2,8 +2,8 @@
 // of the round (local copies right away, sends and receives as posted requests), then drives the
 // connections until the round is complete. It knows nothing of the algorithm or the transport.
 //
-// Waiting (DESIGN.md principle 6): while nothing moves it polls for spin_us, then polls with
-// sched_yield for yield_us (so an oversubscribed core goes to the peer that must act), then
+// Waiting (docs/design-notes.md, "Waiting"): while nothing moves it polls for spin_us, then polls
+// with sched_yield for yield_us (so an oversubscribed core goes to the peer that must act), then
 // sleeps in the transports' wait() (futex / poll) until woken. Every wait is bounded by the
 // deadline and abortable.
 #pragma once
@@ -27,8 +27,8 @@ struct ExecBuffers {
   void* output = nullptr;
   void* scratch = nullptr;            // at least schedule.scratch_elems elements
   std::span<std::byte* const> slots;  // Buffer::Slot regions (send/recv groups)
-  // Their registrations (core/registration/registration_cache.h), nullptr where none: each request that sends
-  // from or receives into a user buffer carries its registration (transport.h).
+  // Their registrations (core/registration/registration_cache.h), nullptr where none: each request
+  // that sends from or receives into a user buffer carries its registration (transport.h).
   const transport::RegisteredRegion* input_region = nullptr;
   const transport::RegisteredRegion* output_region = nullptr;
   std::span<const transport::RegisteredRegion* const> slot_regions = {};  // empty, or one per slot

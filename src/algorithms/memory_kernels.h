@@ -1,4 +1,5 @@
-// Memory kinds and the one table of data kernels per kind (DESIGN.md "Memory kinds").
+// Memory kinds and the one table of data kernels per kind (docs/design-notes.md, "Memory kinds
+// and registration").
 //
 // Every buffer of a call has a kind (base/memory_kind.h), resolved once per call by the
 // communicator (core/call/call_memory.h): plain host memory, or host memory from cclMemAlloc (the

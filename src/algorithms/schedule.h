@@ -1,7 +1,7 @@
-// An algorithm is data (DESIGN.md principle 1). A builder is a pure function that returns, for
-// one rank, a Schedule: an ordered list of rounds, each a few steps. All steps of a round may run
-// at once; a round starts when the previous one is complete. Messages between a pair of ranks
-// match in the order they appear (round by round, then step by step).
+// An algorithm is data (docs/design-notes.md, "Schedules"). A builder is a pure function that
+// returns, for one rank, a Schedule: an ordered list of rounds, each a few steps. All steps of a
+// round may run at once; a round starts when the previous one is complete. Messages between a pair
+// of ranks match in the order they appear (round by round, then step by step).
 //
 // Regions are in elements, not bytes, so a schedule does not depend on the datatype, and carry no
 // data: building the schedule of rank 12,345 of 16,384 needs no communicator. Schedule (below)
@@ -52,12 +52,12 @@ struct Step {
 // One rank's schedule. Builders append steps with add() and close each round with end_round();
 // readers see rounds() (a view: rounds, each a range of steps decoded on the fly, no allocation).
 //
-// The encoding ("schedules cheap at scale", DESIGN.md): all steps in one flat vector of 32-byte
-// records and the rounds as a vector of end offsets into it, instead of a vector of 72-byte steps
-// per round. A record holds both regions with one count (each region's count is it or 0) and,
+// The encoding ("schedules cheap at scale", docs/design-notes.md): all steps in one flat vector of
+// 32-byte records and the rounds as a vector of end offsets into it, instead of a vector of 72-byte
+// steps per round. A record holds both regions with one count (each region's count is it or 0) and,
 // for a send or receive of a Slot, the slot in the unused region's offset; a Step with more (two
-// different non-zero counts, two slots) is kept whole in a side vector that its record points
-// to. Every Step reads back exactly as it was added.
+// different non-zero counts, two slots) is kept whole in a side vector that its record points to.
+// Every Step reads back exactly as it was added.
 //
 // Measured by perf/micro/schedule_bench (one rank of 16,384, 256 Mi floats in 1 MiB chunks, on a
 // loaded 2-core machine): ring allreduce, 65,533 steps in 32,767 rounds, 6-8 ms and 5.25 MiB as a

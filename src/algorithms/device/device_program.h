@@ -1,9 +1,9 @@
-// A collective on device buffers as data (DESIGN.md principle 1, "the device waits on the
-// device"): one rank's Program is an ordered list of operations that its CUDA stream runs, and
-// nothing in it ever asks the host to wait. The executor (core/device/device_executor.h) turns
-// each operation into driver calls queued on the stream; tests/unit/algorithms runs the
-// programs of every rank against a model of the flags and memory and proves they end with the
-// exact result, without a race and without a deadlock.
+// A collective on device buffers as data, and the device waits on the device (docs/cuda.md, "Device
+// collectives among the ranks of one host"): one rank's Program is an ordered list of operations
+// that its CUDA stream runs, and nothing in it ever asks the host to wait. The executor
+// (core/device/device_executor.h) turns each operation into driver calls queued on the stream;
+// tests/unit/algorithms runs the programs of every rank against a model of the flags and memory and
+// proves they end with the exact result, without a race and without a deadlock.
 //
 // The ranks of one host reach each other in two ways:
 //   scratch  every rank owns a device buffer of two halves, which the others can read (CUDA IPC,
