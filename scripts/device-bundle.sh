@@ -17,7 +17,7 @@
 #          (libxml2 and ICU, hwloc, ...), taken from this machine: newer glibc and libstdc++
 #          run them (the GPU machine's are newer than Debian 12's);
 #   nccl/  the shim's folder for LD_LIBRARY_PATH: libnccl.so.2, a link to lib/libccl_nccl.so;
-#   py/    torch_nccl_check.py (tests/cuda): the torch step, run by the GPU machine's own python3
+#   py/    torch_nccl_check.py (tests/nccl_shim): the torch step, run by the GPU machine's own python3
 #          and torch on nccl/libnccl.so.2 (preloaded) and lib/; not in bin/, whose every file
 #          the library hunt below gives to ldd;
 #   MANIFEST  the commit, the date and what was built.
@@ -55,7 +55,7 @@ cp -L "$build/src/libccl.so.0" "$root/lib/"
 # serving ncclAllReduce is that file).
 cp -L "$build/src/nccl_shim/libccl_nccl.so" "$root/lib/"
 ln -s ../lib/libccl_nccl.so "$root/nccl/libnccl.so.2"
-cp tests/cuda/torch_nccl_check.py "$root/py/"
+cp tests/nccl_shim/torch_nccl_check.py "$root/py/"
 
 if [ -n "${NCCL_TESTS_DIR:-}" ]; then
   # nccl-tests as its README builds it, against NCCL's header and library from the toolkit; one

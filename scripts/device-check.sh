@@ -13,7 +13,7 @@
 #      and at 2 ranks with CCL_CUDA_IPC=0 (every collective staged through host memory);
 #   3. the NCCL ABI shim: tests/nccl_shim's C program (linked against NVIDIA's libnccl.so.2) on
 #      libnccl.so.2 = libccl_nccl.so, 3 ranks in one process and 3 processes; torch's
-#      ProcessGroupNCCL on the shim (tests/cuda/torch_nccl_check.py, on this machine's python3
+#      ProcessGroupNCCL on the shim (tests/nccl_shim/torch_nccl_check.py, on this machine's python3
 #      and its torch: skipped, saying why, where it has no torch with CUDA): 2 ranks on GPU 0,
 #      the collectives x float32/bfloat16/int64 x 1 KiB, 1 MiB, 64 MiB against the CPU, two
 #      streams, a captured graph, the 64 MiB all_reduce's busbw against torch on NVIDIA's NCCL
@@ -184,7 +184,7 @@ echo "$out" | tail -3
 # sweeps come after), 140 s at most; it ends its own processes within that budget, so the
 # timeout is for a stuck driver.
 torch_check=$root/py/torch_nccl_check.py
-[ -f "$torch_check" ] || torch_check=tests/cuda/torch_nccl_check.py
+[ -f "$torch_check" ] || torch_check=tests/nccl_shim/torch_nccl_check.py
 torch_budget=$(( 500 - ($(date +%s) - start) ))
 [ "$torch_budget" -gt 140 ] && torch_budget=140
 if [ "$torch_budget" -lt 60 ]; then

@@ -22,6 +22,8 @@ import re
 import subprocess
 import sys
 
+from torch_nccl_check import serving  # the GPU check's lookup: which file serves a symbol
+
 
 def child(shim):
     import torch
@@ -39,24 +41,11 @@ def child(shim):
         sys.exit(f"torch_on_shim: only {len(wanted)} nccl symbols found in {lib}: has nm's format "
                  "changed?")
 
-    class DlInfo(ctypes.Structure):
-        _fields_ = [("dli_fname", ctypes.c_char_p), ("dli_fbase", ctypes.c_void_p),
-                    ("dli_sname", ctypes.c_char_p), ("dli_saddr", ctypes.c_void_p)]
-
-    libdl = ctypes.CDLL(None)
-    libdl.dlsym.restype = ctypes.c_void_p
-    libdl.dlsym.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
-    libdl.dladdr.argtypes = [ctypes.c_void_p, ctypes.POINTER(DlInfo)]
     wrong = []
     for name in wanted:
-        address = libdl.dlsym(None, name.encode())  # RTLD_DEFAULT: the global scope
-        info = DlInfo()
-        if not address or not libdl.dladdr(address, ctypes.byref(info)):
-            wrong.append(f"{name}: not found")
-            continue
-        where = os.path.realpath(info.dli_fname.decode())
+        where = serving(name)  # in the global scope, where libtorch_cuda.so's references bind
         if where != shim_real:
-            wrong.append(f"{name}: {where}")
+            wrong.append(f"{name}: {where or 'not found'}")
     if wrong:
         sys.exit("torch_on_shim: symbols torch links that do not resolve to the shim:\n  " +
                  "\n  ".join(wrong))

@@ -16,6 +16,7 @@
 #include "../support/rank_threads.h"
 #include "algorithms/reduce/reduce.h"
 #include "base/error.h"
+#include "child_process.h"
 #include "cuda/cuda_driver.h"
 #include "cuda/cuda_driver_api.h"
 #include "cuda/cuda_ipc.h"
@@ -90,26 +91,9 @@ TEST_F(FakeCudaKernels, ReduceAndDivideLaunchTheKernelsOfTheirTypeAndOp) {
   fake::destroy_stream(stream);
 }
 
-// Runs `body` in a forked child, another process as CUDA IPC needs (a process cannot open its
-// own handles); true if it exited 0 with no failure, within 60 s.
+// `body` in another process, as CUDA IPC needs (a process cannot open its own handles).
 bool in_another_process(const std::function<void()>& body) {
-  const pid_t child = fork();
-  if (child == 0) {
-    fake::make_context_current();  // as the child of a CUDA program after cudaSetDevice
-    body();
-    _exit(testing::Test::HasFailure() ? 1 : 0);
-  }
-  for (int waited_ms = 0; waited_ms < 60000; waited_ms += 10) {
-    int status = 0;
-    if (waitpid(child, &status, WNOHANG) == child) {
-      return WIFEXITED(status) && WEXITSTATUS(status) == 0;
-    }
-    usleep(10000);
-  }
-  kill(child, SIGKILL);
-  waitpid(child, nullptr, 0);
-  ADD_FAILURE() << "the child process did not end in 60 s";
-  return false;
+  return fake::child_passed(fake::start_child(body));
 }
 
 TEST_F(FakeCudaKernels, IpcExportsAndOpensEachAllocationOnce) {

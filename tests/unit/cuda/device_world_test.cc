@@ -15,9 +15,6 @@
 // peer's blocking stream that waits for this rank: a deadlock on a real GPU too, for ranks
 // sharing a context (the fake aborts after 20 s of it).
 #include <gtest/gtest.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
@@ -30,6 +27,7 @@
 #include "../support/rank_threads.h"
 #include "algorithms/reduce/reduce.h"
 #include "ccl/ccl.h"
+#include "child_process.h"
 #include "core/device/device_plan.h"
 #include "cuda/cuda_driver.h"
 #include "cuda/cuda_kernels.h"
@@ -560,65 +558,47 @@ TEST_F(DeviceWorld, RanksThatAreProcessesOpenTheirPeersScratchThroughIpc) {
   ASSERT_EQ(cclGetUniqueId(&id), cclSuccess);
   std::vector<pid_t> children;
   for (int r = 0; r < n; ++r) {
-    const pid_t child = fork();
-    if (child != 0) {
-      children.push_back(child);
-      continue;
-    }
-    fake::make_context_current();  // a rank bound to its GPU (cudaSetDevice)
-    cclConfig_t config = CCL_CONFIG_INITIALIZER;
-    config.timeoutMs = 20000;
-    cclComm_t comm = nullptr;
-    const int opens = fake::ipc_opens(), launches = fake::kernel_launches();
-    EXPECT_EQ(cclCommInitRankConfig(&comm, n, id, r, &config), cclSuccess);
-    EXPECT_EQ(fake::ipc_opens() - opens, n - 1) << "rank " << r << " opened its peers' scratch";
-    CUstream_st* cuda = fake::create_stream(false);
-    cclStream_t stream = nullptr;
-    EXPECT_EQ(cclStreamFromCuda(cuda, &stream), cclSuccess);
-    std::vector<float> in(kCount * n);
-    for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>(r + 1 + i % 5);
-    void* din = fake::device_alloc(in.size() * 4);
-    fake::to_device(din, in.data(), in.size() * 4);
-    void* dsum = fake::device_alloc(kCount * 4);
-    void* dall = fake::device_alloc(kCount * n * 4);
-    EXPECT_EQ(cclAllReduce(din, dsum, kCount, cclFloat32, cclSum, comm, stream), cclSuccess);
-    EXPECT_EQ(cclAllGather(din, dall, kCount, cclFloat32, comm, stream), cclSuccess);
-    EXPECT_EQ(cclStreamSynchronize(stream), cclSuccess) << cclGetLastError(comm);
-    EXPECT_GT(fake::kernel_launches(), launches) << "the device path ran nothing";
-    std::vector<float> sum(kCount), all(kCount * n);
-    fake::from_device(sum.data(), dsum, kCount * 4);
-    fake::from_device(all.data(), dall, kCount * n * 4);
-    for (size_t i = 0; i < kCount; ++i) {
-      // Σ_q (q + 1 + i % 5) over n ranks.
-      const float want = static_cast<float>(n * (n + 1) / 2 + n * static_cast<int>(i % 5));
-      if (sum[i] != want) {
-        ADD_FAILURE() << "rank " << r << ": sum[" << i << "] = " << sum[i] << ", want " << want;
-        break;
+    children.push_back(fake::start_child([&, r] {
+      cclConfig_t config = CCL_CONFIG_INITIALIZER;
+      config.timeoutMs = 20000;
+      cclComm_t comm = nullptr;
+      const int opens = fake::ipc_opens(), launches = fake::kernel_launches();
+      EXPECT_EQ(cclCommInitRankConfig(&comm, n, id, r, &config), cclSuccess);
+      EXPECT_EQ(fake::ipc_opens() - opens, n - 1) << "rank " << r << " opened its peers' scratch";
+      CUstream_st* cuda = fake::create_stream(false);
+      cclStream_t stream = nullptr;
+      EXPECT_EQ(cclStreamFromCuda(cuda, &stream), cclSuccess);
+      std::vector<float> in(kCount * n);
+      for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>(r + 1 + i % 5);
+      void* din = fake::device_alloc(in.size() * 4);
+      fake::to_device(din, in.data(), in.size() * 4);
+      void* dsum = fake::device_alloc(kCount * 4);
+      void* dall = fake::device_alloc(kCount * n * 4);
+      EXPECT_EQ(cclAllReduce(din, dsum, kCount, cclFloat32, cclSum, comm, stream), cclSuccess);
+      EXPECT_EQ(cclAllGather(din, dall, kCount, cclFloat32, comm, stream), cclSuccess);
+      EXPECT_EQ(cclStreamSynchronize(stream), cclSuccess) << cclGetLastError(comm);
+      EXPECT_GT(fake::kernel_launches(), launches) << "the device path ran nothing";
+      std::vector<float> sum(kCount), all(kCount * n);
+      fake::from_device(sum.data(), dsum, kCount * 4);
+      fake::from_device(all.data(), dall, kCount * n * 4);
+      for (size_t i = 0; i < kCount; ++i) {
+        // Σ_q (q + 1 + i % 5) over n ranks.
+        const float want = static_cast<float>(n * (n + 1) / 2 + n * static_cast<int>(i % 5));
+        if (sum[i] != want) {
+          ADD_FAILURE() << "rank " << r << ": sum[" << i << "] = " << sum[i] << ", want " << want;
+          break;
+        }
       }
-    }
-    for (int q = 0; q < n; ++q) {
-      const size_t i = q * kCount + kCount - 1;  // the last element of rank q's block
-      EXPECT_EQ(all[i], static_cast<float>(q + 1 + (kCount - 1) % 5)) << "rank " << r;
-    }
-    EXPECT_EQ(cclStreamDestroy(stream), cclSuccess);
-    EXPECT_EQ(cclCommDestroy(comm), cclSuccess);
-    fake::destroy_stream(cuda);
-    _exit(testing::Test::HasFailure() ? 1 : 0);
+      for (int q = 0; q < n; ++q) {
+        const size_t i = q * kCount + kCount - 1;  // the last element of rank q's block
+        EXPECT_EQ(all[i], static_cast<float>(q + 1 + (kCount - 1) % 5)) << "rank " << r;
+      }
+      EXPECT_EQ(cclStreamDestroy(stream), cclSuccess);
+      EXPECT_EQ(cclCommDestroy(comm), cclSuccess);
+      fake::destroy_stream(cuda);
+    }));
   }
-  for (pid_t child : children) {
-    int status = -1;
-    for (int waited_ms = 0; waited_ms < 60000; waited_ms += 10) {
-      if (waitpid(child, &status, WNOHANG) == child) break;
-      usleep(10000);
-      status = -1;
-    }
-    if (status == -1) {
-      kill(child, SIGKILL);
-      waitpid(child, nullptr, 0);
-    }
-    EXPECT_TRUE(status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0)
-        << "a rank process failed or hung (status " << status << ")";
-  }
+  for (pid_t child : children) EXPECT_TRUE(fake::child_passed(child)) << "a rank process failed";
 }
 
 // A graph captured once replays the collective each time it runs, with each replay's inputs.
