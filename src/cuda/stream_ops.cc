@@ -53,45 +53,49 @@ bool is_capturing(void* stream) {
   return status != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
-void MemOps::flush(void* stream) {
-  if (count_ == 0) return;
-  const DriverApi& api = require_driver("stream memory operations");
-  CUstreamBatchMemOpParams params[kMaxBatch];
-  for (size_t i = 0; i < count_; ++i) {
+// cuStreamBatchMemOp of `count` collected operations.
+static CUresult submit_batch(const DriverApi& api, void* stream, const MemOps::Op* ops,
+                             size_t count) {
+  CUstreamBatchMemOpParams params[MemOps::kMaxBatch];
+  for (size_t i = 0; i < count; ++i) {
     CUstreamBatchMemOpParams& p = params[i];
     p = CUstreamBatchMemOpParams{};
-    if (ops_[i].wait) {
+    if (ops[i].wait) {
       p.waitValue.operation = CU_STREAM_MEM_OP_WAIT_VALUE_32;
-      p.waitValue.address = ops_[i].address;
-      p.waitValue.value = ops_[i].value;
+      p.waitValue.address = ops[i].address;
+      p.waitValue.value = ops[i].value;
       p.waitValue.flags = CU_STREAM_WAIT_VALUE_AND;
     } else {
       p.writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
-      p.writeValue.address = ops_[i].address;
-      p.writeValue.value = ops_[i].value;
+      p.writeValue.address = ops[i].address;
+      p.writeValue.value = ops[i].value;
       p.writeValue.flags = CU_STREAM_WRITE_VALUE_DEFAULT;
     }
   }
-  const size_t n = count_;
-  count_ = 0;
-  check(api, api.stream_batch_mem_op(as_stream(stream), static_cast<unsigned>(n), params, 0),
+  return api.stream_batch_mem_op(as_stream(stream), static_cast<unsigned>(count), params, 0);
+}
+
+void MemOps::flush(void* stream) {
+  if (count_ == 0) return;
+  const DriverApi& api = require_driver("stream memory operations");
+  check(api, submit_batch(api, stream, ops_, std::exchange(count_, 0)),
         "cuStreamBatchMemOp (the flags of a device collective)");
 }
-bool takes_mem_ops(void* stream, uint64_t device_address) {
+
+bool MemOps::flush_unless_refused(void* stream) {
+  if (count_ == 0) return true;
   const DriverApi& api = require_driver("stream memory operations");
-  CUstreamBatchMemOpParams params[2] = {};
-  params[0].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
-  params[0].writeValue.address = device_address;
-  params[0].writeValue.value = 1;
-  params[0].writeValue.flags = CU_STREAM_WRITE_VALUE_DEFAULT;
-  params[1].waitValue.operation = CU_STREAM_MEM_OP_WAIT_VALUE_32;
-  params[1].waitValue.address = device_address;
-  params[1].waitValue.value = 1;
-  params[1].waitValue.flags = CU_STREAM_WAIT_VALUE_AND;
-  const CUresult status = api.stream_batch_mem_op(as_stream(stream), 2, params, 0);
+  const CUresult status = submit_batch(api, stream, ops_, std::exchange(count_, 0));
   if (status == CUDA_ERROR_NOT_SUPPORTED) return false;
   check(api, status, "cuStreamBatchMemOp");
   return true;
+}
+
+bool takes_mem_ops(void* stream, uint64_t device_address) {
+  MemOps probe;
+  probe.write(device_address, 1);
+  probe.wait(device_address, 1);
+  return probe.flush_unless_refused(stream);
 }
 
 void copy_on(void* stream, void* dst, const void* src, size_t bytes) {
@@ -220,6 +224,10 @@ void* stream_context(void*) { throw_no_driver("cuStreamGetCtx"); }
 bool is_capturing(void*) { return false; }
 void MemOps::flush(void*) {
   if (count_ != 0) throw_no_driver("stream memory operations");
+}
+bool MemOps::flush_unless_refused(void*) {
+  if (count_ != 0) throw_no_driver("stream memory operations");
+  return true;
 }
 bool takes_mem_ops(void*, uint64_t) { throw_no_driver("stream memory operations"); }
 void copy_on(void*, void*, const void*, size_t) { throw_no_driver("cuMemcpyAsync"); }

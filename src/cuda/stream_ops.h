@@ -35,20 +35,23 @@ class MemOps {
   bool full() const { return count_ == kMaxBatch; }
   // Queues what was collected on `stream` and starts a new batch.
   void flush(void* stream);
+  // The same, false where the driver refuses stream memory operations (CUDA_ERROR_NOT_SUPPORTED).
+  bool flush_unless_refused(void* stream);
 
- private:
   struct Op {
     bool wait;
     uint64_t address;
     uint32_t value;
   };
+
+ private:
   Op ops_[kMaxBatch];
   size_t count_ = 0;
 };
 
 // Whether the driver takes stream memory operations on `stream` (some refuse them:
 // CUDA_ERROR_NOT_SUPPORTED): queues a write of 1 to the device word at `device_address` and a
-// wait for it, which pass at once. Throws for any other error.
+// wait for it (MemOps), which pass at once. Throws for any other error.
 bool takes_mem_ops(void* stream, uint64_t device_address);
 
 // cuMemcpyAsync on `stream` (any direction, by unified addressing).

@@ -582,7 +582,8 @@ void* sync_object(CUdeviceptr addr) {
     auto it = registered_names.upper_bound(addr);
     if (it != registered_names.begin()) {
       --it;
-      if (it->second.first != 0 && addr < it->first + s.pinned[it->first]) {
+      const auto range = s.pinned.find(it->first);
+      if (it->second.first != 0 && range != s.pinned.end() && addr < it->first + range->second) {
         name = {it->second.first, it->second.second + (addr - it->first)};
       }
     }
