@@ -1,4 +1,4 @@
-"""ccl's torch.distributed backend, a torch 2.x c10d Backend for CPU tensors.
+"""ccl's torch.distributed backend, a torch 2.x c10d Backend for CPU and CUDA tensors.
 
     import ccl_torch                       # registers the backend ccl_torch.BACKEND ("ccl_torch")
     torch.distributed.init_process_group(ccl_torch.BACKEND, init_method="env://")
@@ -7,8 +7,9 @@ The name is "ccl_torch", not "ccl": "ccl" is what Intel's oneCCL bindings regist
 DeepSpeed, accelerate and transformers read "ccl" as oneCCL (docs/torch.md gives the evidence
 and how to select ccl from each of them). A pip-installed ccl_torch also registers itself through
 torch's entry point group "torch.distributed.backends", so init_process_group("ccl_torch") works
-without the import. Use it for CPU tensors, beside another backend for a device:
-init_process_group("cpu:ccl_torch,cuda:nccl").
+without the import. It serves CPU tensors and CUDA tensors (ccl's device collectives on a CUDA
+stream of its own, as ProcessGroupNCCL's; docs/torch.md); to keep NCCL for CUDA tensors, name
+both: init_process_group("cpu:ccl_torch,cuda:nccl").
 
 Every init_method torch offers works (env://, tcp://, file://, a Store): the backend makes its
 communicator through the store torch hands it. The init_process_group timeout bounds every
@@ -57,7 +58,7 @@ def _register():
                       f"by {getattr(plugin.creator_fn, '__module__', '?')}; ccl_torch takes it "
                       "over", stacklevel=2)
     try:
-        dist.Backend.register_backend(BACKEND, _create_backend, devices=["cpu"])
+        dist.Backend.register_backend(BACKEND, _create_backend, devices=["cpu", "cuda"])
     except Exception as e:  # an older torch's refusal of a taken name: say so, do not fail
         warnings.warn(f"ccl_torch: could not register the backend {BACKEND!r}: {e}", stacklevel=2)
 

@@ -8,6 +8,7 @@
 #include <optional>
 #include <utility>
 
+#include "cuda_lane.h"
 #include "store_rendezvous.h"
 
 namespace ccl_torch {
@@ -131,19 +132,97 @@ BackendCcl::~BackendCcl() {
   // Python drops the last reference with the GIL held, and the watcher may need the GIL to free
   // a tensor that has a Python object: let go of it while the watcher finishes.
   const WithoutGil no_gil;
-  lane_->shut_down();
+  BackendCcl::shutdown();  // not virtually: the object is being destroyed
 }
 
 c10::intrusive_ptr<WorkCcl> BackendCcl::new_work(OpType type, const char* name,
                                                  std::vector<at::Tensor> outputs,
                                                  const std::vector<at::Tensor>& inputs,
                                                  const char* span) {
+  const std::optional<c10::Device> device = cuda_device_of(name, outputs, inputs);
+  std::vector<at::Tensor> touched;
+  if (device) {
+    touched = outputs;
+    touched.insert(touched.end(), inputs.begin(), inputs.end());
+  }
   ++sequence_;
   auto work =
       c10::make_intrusive<WorkCcl>(lane_, rank_, type, name, std::move(outputs), inputs, span);
   const std::chrono::milliseconds bound = wait_bound_.load();
   if (bound != kNoTimeout) work->set_wait_timeout(bound);
+  if (device) {
+    work->use_cuda(cuda_lane(name, *device), std::move(touched));
+    if (coalescing_) coalesced_device_ = device;
+  }
   return work;
+}
+
+std::optional<c10::Device> BackendCcl::cuda_device_of(const char* op,
+                                                      const std::vector<at::Tensor>& outputs,
+                                                      const std::vector<at::Tensor>& inputs) {
+  std::optional<c10::Device> device;
+  bool host = false;
+  for (const auto* list : {&outputs, &inputs}) {
+    for (const auto& t : *list) {
+      if (!t.defined()) continue;
+      if (!t.is_cuda()) {
+        host = true;
+        continue;
+      }
+      TORCH_CHECK_VALUE(!device || *device == t.device(), "ccl ", op, ": tensors on ", *device,
+                        " and ", t.device(), " in one operation");
+      device = t.device();
+    }
+  }
+  TORCH_CHECK_VALUE(!device || !host, "ccl ", op, ": CPU and CUDA tensors in one operation (",
+                    *device, "); pass them all on one device");
+  return device;
+}
+
+std::shared_ptr<CudaLane> BackendCcl::cuda_lane(const char* op, c10::Device device) {
+  std::lock_guard<std::mutex> lock(cuda_mutex_);
+  if (!cuda_) {
+    cuda_ = std::make_shared<CudaLane>(*lane_, op, device, timeout_.load());
+  } else {
+    TORCH_CHECK_VALUE(cuda_->device() == device, "ccl ", op, ": this process group runs on ",
+                      cuda_->device(), ", not ", device, " (one device per process, as NCCL)");
+  }
+  return cuda_;
+}
+
+void BackendCcl::submit(const c10::intrusive_ptr<WorkCcl>& work, Launch launch) {
+  if (CudaLane* cuda = work->cuda_lane()) {
+    cuda->submit(work, std::move(launch));
+  } else {
+    lane_->submit(work, std::move(launch));
+  }
+}
+
+void BackendCcl::submit_p2p(const c10::intrusive_ptr<WorkCcl>& work, Launch launch) {
+  if (CudaLane* cuda = work->cuda_lane()) {
+    cuda->submit_p2p(work, std::move(launch));
+  } else {
+    lane_->submit_p2p(work, std::move(launch));
+  }
+}
+
+void BackendCcl::close_cuda(bool abort) {
+  std::shared_ptr<CudaLane> cuda;
+  {
+    std::lock_guard<std::mutex> lock(cuda_mutex_);
+    cuda.swap(cuda_);
+  }
+  if (cuda && abort) cuda->abort();
+}
+
+void BackendCcl::shutdown() {
+  close_cuda(false);
+  lane_->shut_down();
+}
+
+void BackendCcl::abort() {
+  close_cuda(true);
+  lane_->abort();
 }
 
 c10::intrusive_ptr<c10d::Backend::Options> BackendCcl::getBackendOptions() {
@@ -185,12 +264,22 @@ c10::intrusive_ptr<c10d::Work> BackendCcl::endCoalescing() {
   TORCH_CHECK(coalescing_, "ccl endCoalescing: startCoalescing was not called");
   coalescing_ = false;
   auto work = new_work(OpType::COALESCED, "coalesced", {}, {});
-  lane_->submit(work, [](cclComm_t, cclStream_t) { return cclSuccess; });
+  // After CUDA operations, a work of the CUDA lane: it posts their batch and ends after them.
+  if (const auto device = std::exchange(coalesced_device_, std::nullopt)) {
+    work->use_cuda(cuda_lane("endCoalescing", *device), {});
+  }
+  submit(work, [](cclComm_t, cclStream_t) { return cclSuccess; });
   return work;
 }
 
 at::Tensor BackendCcl::staging(const c10::intrusive_ptr<WorkCcl>& work, int64_t numel,
                                const at::Tensor& like) {
+  if (like.is_cuda()) {
+    // torch's caching allocator is the reuse on a device; the lane records it on its stream.
+    at::Tensor buffer = at::empty({numel}, like.options());
+    work->keep_for_stream(buffer);
+    return buffer;
+  }
   return lane_->staging(work, numel, like.options());
 }
 
@@ -203,9 +292,11 @@ void BackendCcl::submit_reduction(const c10::intrusive_ptr<WorkCcl>& work,
                                   const Reduction& reduction, cclDataType_t type,
                                   ReduceLaunch launch) {
   WorkCcl* w = work.get();
-  lane_->submit(work, [w, reduction, type, launch](cclComm_t comm, cclStream_t stream) {
+  submit(work, [w, reduction, type, launch](cclComm_t comm, cclStream_t stream) {
     cclRedOp_t op = reduction.op;
-    if (reduction.premul) {
+    if (reduction.premul && w->cuda_lane() != nullptr) {
+      op = w->cuda_lane()->premul_op(reduction.premul_factor, type);  // kept by the lane
+    } else if (reduction.premul) {
       // Residence 0: ccl reads the factor now; the op lives until the work completes.
       const cclResult_t r =
           cclRedOpCreatePreMulSum(&op, reduction.premul_factor.data_ptr(), type, 0, comm);
@@ -229,7 +320,7 @@ WorkPtr BackendCcl::broadcast(std::vector<at::Tensor>& tensors,
   work->copy_back_after(std::move(s.copy_back));
   at::Tensor buf = s.buffer;
   const int root = static_cast<int>(opts.rootRank);
-  lane_->submit(work, [buf, type, root](cclComm_t comm, cclStream_t stream) {
+  submit(work, [buf, type, root](cclComm_t comm, cclStream_t stream) {
     return cclBroadcast(buf.data_ptr(), buf.data_ptr(), buf.numel(), type, root, comm, stream);
   });
   return work;
@@ -303,7 +394,7 @@ WorkPtr BackendCcl::sparse_allreduce(std::vector<at::Tensor>& tensors,
     result = at::sparse_coo_tensor(all_indices.t(), all_values, input.sizes()).coalesce();
   });
   tensor.copy_(result);
-  lane_->submit(work, [](cclComm_t, cclStream_t) { return cclSuccess; });  // done already
+  submit(work, [](cclComm_t, cclStream_t) { return cclSuccess; });  // done already
   return work;
 }
 
@@ -372,7 +463,7 @@ WorkPtr BackendCcl::allgather(std::vector<std::vector<at::Tensor>>& outputs,
   std::vector<std::pair<at::Tensor, at::Tensor>> back;
   unpack_into(back, outputs[0], flat, 0);
   work->copy_back_after(std::move(back));
-  lane_->submit(work, [send, flat, type](cclComm_t comm, cclStream_t stream) {
+  submit(work, [send, flat, type](cclComm_t comm, cclStream_t stream) {
     return cclAllGather(send.data_ptr(), flat.data_ptr(), send.numel(), type, comm, stream);
   });
   return work;
@@ -393,7 +484,7 @@ WorkPtr BackendCcl::_allgather_base(at::Tensor& output, at::Tensor& input,
   auto work = new_work(OpType::_ALLGATHER_BASE, name, {output}, {input});
   work->copy_back_after(std::move(s.copy_back));
   at::Tensor buf = s.buffer;
-  lane_->submit(work, [send, buf, type](cclComm_t comm, cclStream_t stream) {
+  submit(work, [send, buf, type](cclComm_t comm, cclStream_t stream) {
     return cclAllGather(send.data_ptr(), buf.data_ptr(), send.numel(), type, comm, stream);
   });
   return work;
@@ -423,7 +514,7 @@ WorkPtr BackendCcl::allgather_coalesced(std::vector<std::vector<at::Tensor>>& ou
   std::vector<std::pair<at::Tensor, at::Tensor>> back;
   unpack_into(back, all_outputs, flat, 0);
   work->copy_back_after(std::move(back));
-  lane_->submit(work, [send, flat, type](cclComm_t comm, cclStream_t stream) {
+  submit(work, [send, flat, type](cclComm_t comm, cclStream_t stream) {
     return cclAllGather(send.data_ptr(), flat.data_ptr(), send.numel(), type, comm, stream);
   });
   return work;
@@ -441,7 +532,7 @@ WorkPtr BackendCcl::gather(std::vector<std::vector<at::Tensor>>& outputs,
     TORCH_CHECK(outputs.empty() || (outputs.size() == 1 && outputs[0].empty()), "ccl ", name,
                 ": only the root (rank ", root, ") takes output tensors");
     auto work = new_work(OpType::GATHER, name, {}, inputs);
-    lane_->submit(work, [send, type, root](cclComm_t comm, cclStream_t stream) {
+    submit(work, [send, type, root](cclComm_t comm, cclStream_t stream) {
       return cclSend(send.data_ptr(), send.numel(), type, root, comm, stream);
     });
     return work;
@@ -457,7 +548,7 @@ WorkPtr BackendCcl::gather(std::vector<std::vector<at::Tensor>>& outputs,
   std::vector<std::pair<at::Tensor, at::Tensor>> back;
   unpack_into(back, outputs[0], flat, 0);
   work->copy_back_after(std::move(back));
-  lane_->submit(work, root_exchange(flat, type, root, size_, /*receive=*/true));
+  submit(work, root_exchange(flat, type, root, size_, /*receive=*/true));
   return work;
 }
 
@@ -478,7 +569,7 @@ WorkPtr BackendCcl::scatter(std::vector<at::Tensor>& outputs,
   if (rank_ != root) {
     TORCH_CHECK(inputs.empty() || (inputs.size() == 1 && inputs[0].empty()), "ccl ", name,
                 ": only the root (rank ", root, ") takes input tensors");
-    lane_->submit(work, [buf, type, root](cclComm_t comm, cclStream_t stream) {
+    submit(work, [buf, type, root](cclComm_t comm, cclStream_t stream) {
       return cclRecv(buf.data_ptr(), buf.numel(), type, root, comm, stream);
     });
     return work;
@@ -490,7 +581,7 @@ WorkPtr BackendCcl::scatter(std::vector<at::Tensor>& outputs,
   check_same_shape(name, inputs[0], out);
   at::Tensor flat = pack_into(staging(work, element_count(inputs[0]), out), inputs[0]);
   buf.view({-1}).copy_(flat.narrow(0, root * out.numel(), out.numel()));
-  lane_->submit(work, root_exchange(flat, type, root, size_, /*receive=*/false));
+  submit(work, root_exchange(flat, type, root, size_, /*receive=*/false));
   return work;
 }
 
@@ -594,7 +685,7 @@ WorkPtr BackendCcl::allgather_into_tensor_coalesced(std::vector<at::Tensor>& out
   }
   for (auto& s : staged) back.insert(back.end(), s.copy_back.begin(), s.copy_back.end());
   work->copy_back_after(std::move(back));
-  lane_->submit(work, [send, flat, type](cclComm_t comm, cclStream_t stream) {
+  submit(work, [send, flat, type](cclComm_t comm, cclStream_t stream) {
     return cclAllGather(send.data_ptr(), flat.data_ptr(), send.numel(), type, comm, stream);
   });
   return work;
@@ -650,7 +741,7 @@ WorkPtr BackendCcl::alltoall_base(at::Tensor& output, at::Tensor& input,
     TORCH_CHECK(input.numel() % size_ == 0, "ccl ", name, ": ", input.numel(),
                 " elements do not split evenly over ", size_, " ranks");
     const size_t count = static_cast<size_t>(input.numel() / size_);
-    lane_->submit(work, [send, buf, type, count](cclComm_t comm, cclStream_t stream) {
+    submit(work, [send, buf, type, count](cclComm_t comm, cclStream_t stream) {
       return cclAlltoAll(send.data_ptr(), buf.data_ptr(), count, type, comm, stream);
     });
     return work;
@@ -658,7 +749,7 @@ WorkPtr BackendCcl::alltoall_base(at::Tensor& output, at::Tensor& input,
   std::vector<size_t> send_counts, send_displs, recv_counts, recv_displs;
   alltoall_layout(name, "input", input, size_, input_splits, send_counts, send_displs);
   alltoall_layout(name, "output", output, size_, output_splits, recv_counts, recv_displs);
-  lane_->submit(work, [=](cclComm_t comm, cclStream_t stream) {
+  submit(work, [=](cclComm_t comm, cclStream_t stream) {
     return cclAlltoAllV(send.data_ptr(), send_counts.data(), send_displs.data(), buf.data_ptr(),
                         recv_counts.data(), recv_displs.data(), type, comm, stream);
   });
@@ -691,7 +782,7 @@ WorkPtr BackendCcl::alltoall(std::vector<at::Tensor>& outputs, std::vector<at::T
   std::vector<std::pair<at::Tensor, at::Tensor>> back;
   unpack_into(back, outputs, flat, 0);
   work->copy_back_after(std::move(back));
-  lane_->submit(work, [=](cclComm_t comm, cclStream_t stream) {
+  submit(work, [=](cclComm_t comm, cclStream_t stream) {
     return cclAlltoAllV(send.data_ptr(), send_counts.data(), send_displs.data(), flat.data_ptr(),
                         recv_counts.data(), recv_displs.data(), type, comm, stream);
   });
@@ -706,7 +797,7 @@ WorkPtr BackendCcl::send(std::vector<at::Tensor>& tensors, int dst, int /*tag*/)
   check_rank(name, "destination", dst);
   at::Tensor buf = t.contiguous();
   auto work = new_work(OpType::SEND, name, tensors, tensors);
-  lane_->submit_p2p(work, [buf, type, dst](cclComm_t comm, cclStream_t stream) {
+  submit_p2p(work, [buf, type, dst](cclComm_t comm, cclStream_t stream) {
     return cclSend(buf.data_ptr(), buf.numel(), type, dst, comm, stream);
   });
   return work;
@@ -721,7 +812,7 @@ WorkPtr BackendCcl::recv(std::vector<at::Tensor>& tensors, int src, int /*tag*/)
   auto work = new_work(OpType::RECV, name, tensors, tensors);
   work->copy_back_after(std::move(s.copy_back));
   at::Tensor buf = s.buffer;
-  lane_->submit_p2p(work, [buf, type, src](cclComm_t comm, cclStream_t stream) {
+  submit_p2p(work, [buf, type, src](cclComm_t comm, cclStream_t stream) {
     return cclRecv(buf.data_ptr(), buf.numel(), type, src, comm, stream);
   });
   return work;
@@ -735,13 +826,16 @@ WorkPtr BackendCcl::recvAnysource(std::vector<at::Tensor>& tensors, int /*tag*/)
   const char* name = "recv";
   const at::Tensor& t = single_tensor(name, tensors);
   const cclDataType_t type = datatype_of(name, t);
+  // The host waits for the message to learn its source: no place for it on a CUDA stream.
+  TORCH_CHECK_VALUE(!t.is_cuda(), "ccl ", name, ": a receive from any source (no src) takes a CPU ",
+                    "tensor, not ", describe(t), "; name the source rank");
   Staged s = stage_inout(t);
   auto work = new_work(OpType::RECVANYSOURCE, "recv from any source", tensors, tensors);
   work->copy_back_after(std::move(s.copy_back));
   at::Tensor buf = s.buffer;
   WorkCcl* w = work.get();  // the launch is the work's own, dropped when it completes
   const WithoutGil no_gil;  // the wait may take the communicator's whole timeout
-  lane_->submit(work, [buf, type, w](cclComm_t comm, cclStream_t stream) {
+  submit(work, [buf, type, w](cclComm_t comm, cclStream_t stream) {
     int source = -1;
     const cclResult_t r =
         cclRecvAnySource(buf.data_ptr(), buf.numel(), type, &source, comm, stream);
@@ -757,7 +851,7 @@ WorkPtr BackendCcl::barrier(const c10d::BarrierOptions& opts) {
   if (opts.timeout != c10d::kUnsetTimeout && opts.timeout.count() > 0) {
     work->set_wait_timeout(opts.timeout);
   }
-  lane_->submit(work, [](cclComm_t comm, cclStream_t stream) { return cclBarrier(comm, stream); });
+  submit(work, [](cclComm_t comm, cclStream_t stream) { return cclBarrier(comm, stream); });
   return work;
 }
 

@@ -37,11 +37,13 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <vector>
 
+#include "cuda_lane.h"
 #include "op_lane.h"
 #include "tensor_args.h"
 #include "torch_compat.h"
@@ -72,10 +74,10 @@ class BackendCcl : public c10d::Backend {
   // Operations issued on this group so far (the same on every rank when they issue alike).
   uint64_t getSequenceNumberForGroup() override { return sequence_.load(); }
   // Completes the queued operations and releases the communicator (destroy_process_group).
-  void shutdown() override { lane_->shut_down(); }
+  void shutdown() override;
   // Ends the group now (OpLane::abort): what is in flight fails at once, here and on the peers,
   // and every later operation raises.
-  void abort() override { lane_->abort(); }
+  void abort() override;
 
   // batch_isend_irecv and _coalescing_manager: the operations issued between start and end are
   // posted as they come (sends and receives as one ccl group at the end); endCoalescing's Work
@@ -216,6 +218,18 @@ class BackendCcl : public c10d::Backend {
                                        const char* span = nullptr);
   // Queues a reduction: creates (and, once done, destroys) the PreMulSum op it may need.
   using ReduceLaunch = std::function<cclResult_t(cclComm_t, cclStream_t, cclRedOp_t)>;
+  // Queues on the work's lane: the CUDA lane for a work of CUDA tensors, else the host lane.
+  void submit(const c10::intrusive_ptr<WorkCcl>& work, Launch launch);
+  void submit_p2p(const c10::intrusive_ptr<WorkCcl>& work, Launch launch);
+  // The CUDA device of an operation's tensors, none for CPU tensors; refuses a mix.
+  static std::optional<c10::Device> cuda_device_of(const char* op,
+                                                   const std::vector<at::Tensor>& outputs,
+                                                   const std::vector<at::Tensor>& inputs);
+  // The group's CUDA lane on `device`, opened on first use (collective: every rank's first CUDA
+  // operation of the group opens it); one device per group.
+  std::shared_ptr<CudaLane> cuda_lane(const char* op, c10::Device device);
+  // Drops the CUDA lane (its destructor waits for its stream), first aborting it with `abort`.
+  void close_cuda(bool abort);
   void submit_reduction(const c10::intrusive_ptr<WorkCcl>& work, const Reduction& reduction,
                         cclDataType_t type, ReduceLaunch launch);
   void check_rank(const char* op, const char* what, int64_t rank) const;
@@ -233,7 +247,10 @@ class BackendCcl : public c10d::Backend {
   static c10::intrusive_ptr<BackendCcl> adopt(cclComm_t comm, std::chrono::milliseconds timeout);
 
   std::shared_ptr<OpLane> lane_;
-  c10::intrusive_ptr<c10d::Store> store_;  // monitoredBarrier's check-ins
+  std::mutex cuda_mutex_;
+  std::shared_ptr<CudaLane> cuda_;  // under cuda_mutex_; opened by the first CUDA operation
+  std::optional<c10::Device> coalesced_device_;  // a CUDA operation since startCoalescing
+  c10::intrusive_ptr<c10d::Store> store_;        // monitoredBarrier's check-ins
   // The group's timeout, where a call gives none (init's, then setTimeout's), and the bound of
   // a work's wait once setTimeout was called (kNoTimeout before: the communicator's bounds it).
   // Atomic: setTimeout may run while another thread (DDP's autograd thread) issues operations.

@@ -2,18 +2,12 @@
 
 #include <c10/util/Exception.h>
 
+#include "ccl_error.h"
 #include "work_ccl.h"
 
 namespace ccl_torch {
 
 namespace {
-
-// A refused argument is the caller's mistake (Python's ValueError); anything else is a failure of
-// the communicator or a peer (RuntimeError).
-[[noreturn]] void throw_failure(cclResult_t result, const std::string& text) {
-  if (result == cclInvalidArgument || result == cclInvalidUsage) TORCH_CHECK_VALUE(false, text);
-  TORCH_CHECK(false, text);
-}
 
 // The lane whose work this thread is completing (its future's callbacks run here: user code on a
 // watcher thread runs only there), and whether such a callback handed the driving to another
@@ -35,17 +29,7 @@ OpLane::OpLane(cclComm_t comm, int rank, int size) : rank_(rank), size_(size), c
 OpLane::~OpLane() { shut_down(); }
 
 std::string OpLane::describe_locked(const char* name, cclResult_t result) const {
-  std::string text = std::string("ccl ") + name + ": ";
-  // torch's suite (and users' scripts) look for Gloo's " Timed out " in a timeout's message.
-  if (result == cclTimeout) {
-    text +=
-        std::string("Timed out at the communicator's timeout (") + cclGetErrorString(result) + ")";
-  } else {
-    text += cclGetErrorString(result);
-  }
-  const char* detail = comm_ != nullptr ? cclGetLastError(comm_) : nullptr;
-  if (detail != nullptr && *detail != '\0') text += std::string(": ") + detail;
-  return text;
+  return ccl_error_text(name, result, comm_);
 }
 
 std::string OpLane::error_text(const char* name, cclResult_t result) const {

@@ -50,10 +50,9 @@ void check_tensor(const char* op, const at::Tensor& tensor) {
   TORCH_CHECK(tensor.defined(), "ccl ", op, ": an undefined tensor");
   TORCH_CHECK(!tensor.is_sparse(), "ccl ", op, ": sparse tensors are not supported (",
               describe(tensor), "); pass a dense tensor (tensor.to_dense())");
-  TORCH_CHECK(!tensor.is_cuda(), "ccl ", op, ": CUDA tensors are not supported yet (",
-              describe(tensor), "); ccl_torch reduces CPU tensors");
-  TORCH_CHECK(tensor.device().is_cpu() && tensor.layout() == c10::kStrided, "ccl ", op,
-              ": only dense CPU tensors are supported, not ", describe(tensor));
+  TORCH_CHECK((tensor.device().is_cpu() || tensor.is_cuda()) && tensor.layout() == c10::kStrided,
+              "ccl ", op, ": only dense CPU and CUDA tensors are supported, not ",
+              describe(tensor));
 }
 
 cclDataType_t datatype_of(const char* op, const at::Tensor& tensor) {
@@ -134,7 +133,8 @@ Reduction reduction_of(const char* op, const c10d::ReduceOp& reduce_op, const at
         TORCH_CHECK_VALUE(f.numel() == 1, "ccl ", op,
                           ": the PREMUL_SUM factor must have one element, ", describe(f), " has ",
                           f.numel());
-        r.premul_factor = f.to(data.scalar_type()).contiguous().clone();
+        // On the host: ccl reads the factor there (a CUDA factor is copied, a device sync).
+        r.premul_factor = f.to(at::kCPU, data.scalar_type()).contiguous().clone();
       } else {
         r.premul_factor = at::scalar_tensor(supplement->double_factor,
                                             at::TensorOptions().dtype(data.scalar_type()));

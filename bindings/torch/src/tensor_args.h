@@ -19,8 +19,8 @@ namespace ccl_torch {
 // int64; bool travels as uint8. Anything else is refused.
 cclDataType_t datatype_of(const char* op, const at::Tensor& tensor);
 
-// One CPU, dense (strided) tensor, else refused: a CUDA tensor (before ccl's CUDA path), a sparse
-// one, or one of another device.
+// One dense (strided) tensor on the CPU or a CUDA device, else refused: a sparse one, or one of
+// another device.
 void check_tensor(const char* op, const at::Tensor& tensor);
 
 // The single tensor a CPU collective takes (torch passes lists for the multi-device API).

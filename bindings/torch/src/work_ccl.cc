@@ -2,11 +2,13 @@
 
 #include <ATen/core/jit_type.h>
 #include <ATen/record_function.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 #include <c10/util/Exception.h>
 
 #include <stdexcept>
 #include <thread>
 
+#include "cuda_lane.h"
 #include "op_lane.h"
 #include "torch_compat.h"
 
@@ -19,6 +21,11 @@ namespace {
 // look-up, so a work costs nothing more while nobody profiles.
 bool profiler_listens() {
   return at::getStepCallbacksUnlessEmpty(at::RecordScope::USER_SCOPE).has_value();
+}
+
+// The stream the caller works on now, on `device`.
+c10::Stream current_stream(c10::Device device) {
+  return c10::impl::VirtualGuardImpl(device.type()).getStream(device);
 }
 
 }  // namespace
@@ -107,7 +114,58 @@ void WorkCcl::copy_back_after(std::vector<std::pair<at::Tensor, at::Tensor>> pai
   for (auto& p : pairs) copy_back_.push_back(std::move(p));
 }
 
+void WorkCcl::use_cuda(std::shared_ptr<CudaLane> lane, std::vector<at::Tensor> tensors) {
+  future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()),
+                                                     std::vector<c10::Device>{lane->device()});
+  cuda_ = std::move(lane);
+  stream_tensors_ = std::move(tensors);
+}
+
+void WorkCcl::enqueued_on(const c10::Stream& stream) {
+  const c10::impl::VirtualGuardImpl guard(stream.device_type());
+  for (const auto& [user, staged] : copy_back_) {
+    stream_tensors_.push_back(user);
+    stream_tensors_.push_back(staged);
+  }
+  for (const auto& t : stream_tensors_) {
+    if (t.defined() && t.device() == stream.device() && t.has_storage()) {
+      guard.recordDataPtrOnStream(t.storage().data_ptr(), stream);
+    }
+  }
+  for (auto& [user, staged] : copy_back_) user.copy_(staged);  // on the lane's stream
+  done_.emplace(stream.device_type());
+  done_->record(stream);
+  for (auto& fn : on_done_) fn();
+  on_done_.clear();
+  copy_back_.clear();
+  stream_tensors_.clear();
+  held_ = nullptr;
+  finish();
+  future_->markCompleted(c10::IValue(outputs_));  // its events go on the lane's stream
+}
+
+void WorkCcl::fail_on_device(const std::string& text) {
+  if (completing_.exchange(true)) return;
+  const auto error = std::make_exception_ptr(std::runtime_error(text));
+  on_done_.clear();
+  copy_back_.clear();
+  stream_tensors_.clear();
+  held_ = nullptr;
+  finish(error);
+  future_->setError(error);
+}
+
+void WorkCcl::synchronize() {
+  if (!cuda_) return;
+  cuda_->post_batch_holding(this);
+  if (done_) done_->block(current_stream(cuda_->device()));
+}
+
 bool WorkCcl::isCompleted() {
+  if (cuda_) {
+    cuda_->post_batch_holding(this);
+    return !done_ || done_->query();  // no event: failed before it was queued
+  }
   lane_->post_batch_holding(this);
   if (c10d::Work::isCompleted()) return true;
   // The event may have reached its point before the watcher got to it.
@@ -120,6 +178,21 @@ bool WorkCcl::isCompleted() {
 void WorkCcl::drive() { complete(cclEventSynchronize(event_)); }
 
 bool WorkCcl::wait(std::chrono::milliseconds timeout) {
+  if (cuda_) {
+    synchronize();
+    if (auto error = exception()) std::rethrow_exception(error);
+    if (timeout != kNoTimeout) {
+      // A caller's own bound: the host waits too (as ProcessGroupNCCL's wait with a timeout).
+      const auto deadline = std::chrono::steady_clock::now() + timeout;
+      while (!done_->query() && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
+      TORCH_CHECK(done_->query(), "ccl ", name_, ": Timed out waiting ", timeout.count(),
+                  "ms for the operation to complete (the wait's timeout)");
+    }
+    cuda_->check_async(name_);
+    return true;
+  }
   lane_->post_batch_holding(this);
   if (timeout == kNoTimeout) timeout = wait_timeout_;
   if (timeout == kNoTimeout) {

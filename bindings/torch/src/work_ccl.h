@@ -8,6 +8,11 @@
 // Completing copies staged results back into the caller's tensors, releases what the operation
 // held, and marks the future with the output tensors or the error.
 //
+// A work of the group's CUDA lane (cuda_lane.h) completes on the device instead: when the lane
+// queues it, its copy-backs and an event go on the lane's stream after the call and its future (a
+// CUDA future) completes there; wait() and synchronize() make the caller's current stream wait
+// for the event, and isCompleted() asks the event.
+//
 // Under torch.profiler (or any RecordFunction callback of the user scope) each work is a span
 // named "ccl:<operation>" (span_title) with its input tensors, so that record_shapes shows their
 // sizes: it opens when the process group makes the work, on the caller's thread, and closes when
@@ -18,11 +23,14 @@
 
 #include <ATen/ATen.h>
 #include <ATen/core/ivalue.h>
+#include <c10/core/Event.h>
+#include <c10/core/Stream.h>
 
 #include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 #include <utility>
@@ -33,6 +41,7 @@
 namespace ccl_torch {
 
 class OpLane;
+class CudaLane;
 
 // Queues one operation on (comm, stream); its ccl result (argument errors come back at once).
 // The work holds it until it completes: the tensors it captured are what the queued operation
@@ -60,6 +69,20 @@ class WorkCcl : public c10d::Work {
   // communicator's timeout bounds it.
   void set_wait_timeout(std::chrono::milliseconds timeout) { wait_timeout_ = timeout; }
 
+  // Makes this a work of `lane` (before it is queued): its future becomes a CUDA future of the
+  // lane's device; `tensors`, and the buffers keep_for_stream adds, are recorded on the lane's
+  // stream when the work is queued (torch's caching allocator then keeps their memory for it).
+  void use_cuda(std::shared_ptr<CudaLane> lane, std::vector<at::Tensor> tensors);
+  CudaLane* cuda_lane() const { return cuda_.get(); }
+  void keep_for_stream(const at::Tensor& tensor) {
+    if (cuda_) stream_tensors_.push_back(tensor);
+  }
+  // The CUDA lane queued the call on `stream` (current on this thread): the tensors are recorded
+  // on it, the copy-backs and the end event queued, the future completed there.
+  void enqueued_on(const c10::Stream& stream);
+  // The CUDA lane could not queue the call: the work fails with `text`.
+  void fail_on_device(const std::string& text);
+
   // recvAnysource: the rank the message came from (Work::sourceRank, Python's _source_rank()).
   void set_source_rank(int rank) { source_rank_ = rank; }
   int sourceRank() const override {
@@ -72,7 +95,8 @@ class WorkCcl : public c10d::Work {
   // communicator's timeout); raises the operation's error, or a timeout naming the operation
   // when `timeout` passes first.
   bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
-  void synchronize() override {}
+  // A CUDA work: the caller's current stream waits for it (a host work is done when wait returns).
+  void synchronize() override;
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
 
   // Runs (or waits for) the operation on the calling thread, then completes the work.
@@ -101,6 +125,9 @@ class WorkCcl : public c10d::Work {
   Launch held_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   std::atomic<bool> completing_{false};
+  std::shared_ptr<CudaLane> cuda_;
+  std::vector<at::Tensor> stream_tensors_;  // a CUDA work's tensors, until it is queued
+  std::optional<c10::Event> done_;          // a CUDA work's end, once queued
 };
 
 }  // namespace ccl_torch

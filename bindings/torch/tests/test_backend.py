@@ -167,7 +167,9 @@ class Backend(unittest.TestCase):
     def test_registration(self):
         assert ccl_torch.BACKEND == "ccl_torch"
         assert dist.Backend.CCL_TORCH == "ccl_torch"
-        assert dist.Backend.backend_capability["ccl_torch"] == ["cpu"]
+        # CUDA tensors too (the group's CUDA lane, cuda_lane.h); cuda keeps NCCL as its default.
+        assert dist.Backend.backend_capability["ccl_torch"] == ["cpu", "cuda"]
+        assert dist.Backend.default_device_backend_map["cuda"] == "nccl"
         # Importing again, or registering again, never fails.
         with warnings.catch_warnings():
             warnings.simplefilter("error")
