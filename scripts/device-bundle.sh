@@ -17,13 +17,16 @@
 #          (libxml2 and ICU, hwloc, ...), taken from this machine: newer glibc and libstdc++
 #          run them (the GPU machine's are newer than Debian 12's);
 #   nccl/  the shim's folder for LD_LIBRARY_PATH: libnccl.so.2, a link to lib/libccl_nccl.so;
-#   py/    torch_nccl_check.py (tests/nccl_shim): the torch step, run by the GPU machine's own python3
-#          and torch on nccl/libnccl.so.2 (preloaded) and lib/; not in bin/, whose every file
-#          the library hunt below gives to ldd;
+#   py/    torch_nccl_check.py (tests/nccl_shim): the torch steps, run by the GPU machine's own
+#          python3 and torch on nccl/libnccl.so.2 (preloaded) and lib/; not in bin/, whose every
+#          file the library hunt below gives to ldd;
+#   torch/ ccl_torch's sources (bindings/torch: setup.py, modules.txt, src/, ccl_torch/) and
+#   include/ ccl's headers, with lib/libccl.so: the GPU machine builds ccl_torch against its own
+#          torch (CCL_HOME=<the bundle> python3 setup.py build_ext --inplace), since a module
+#          built here against another torch would not load there;
 #   MANIFEST  the commit, the date and what was built.
 # Built without UCX (its transport modules are loaded from UCX's own folder, which the bundle
-# would have to carry too) and without the PyTorch backend (ccl_torch: the torch step runs
-# torch's own ProcessGroupNCCL on the shim): the device check needs neither.
+# would have to carry too) and without the PyTorch backend (its sources travel instead, above).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-.device/ccl-device.tar.xz}
@@ -45,7 +48,7 @@ cmake --build "$build" -j "$jobs" --target "${targets[@]}" >"$build/bundle.build
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 root=$stage/ccl-device
-mkdir -p "$root/bin" "$root/lib" "$root/nccl" "$root/py"
+mkdir -p "$root/bin" "$root/lib" "$root/nccl" "$root/py" "$root/torch"
 cp "$build/tests/cuda/cuda_kernels_check" "$build/tests/cuda/device_collectives_check" \
    "$build/tests/cuda/device_world_check" "$build/tools/cclrun" \
    "$build/tests/nccl_shim/nccl_program" "$root/bin/"
@@ -56,6 +59,10 @@ cp -L "$build/src/libccl.so.0" "$root/lib/"
 cp -L "$build/src/nccl_shim/libccl_nccl.so" "$root/lib/"
 ln -s ../lib/libccl_nccl.so "$root/nccl/libnccl.so.2"
 cp tests/nccl_shim/torch_nccl_check.py "$root/py/"
+ln -s libccl.so.0 "$root/lib/libccl.so"  # what setup.py links against (CCL_HOME)
+cp -r include "$root/include"
+cp -r bindings/torch/setup.py bindings/torch/torch_config.py bindings/torch/modules.txt \
+   bindings/torch/src bindings/torch/ccl_torch "$root/torch/"
 
 if [ -n "${NCCL_TESTS_DIR:-}" ]; then
   # nccl-tests as its README builds it, against NCCL's header and library from the toolkit; one
@@ -83,7 +90,7 @@ done | sort -u | while read -r name path; do
   [[ $name =~ $system_lib ]] && continue
   [ -e "$root/lib/$name" ] || cp -L "$path" "$root/lib/$name"
 done
-for elf in "$root"/bin/* "$root"/lib/*; do
+for elf in "$root"/bin/* "$root"/lib/*.so*; do
   if LD_LIBRARY_PATH="$root/lib" ldd "$elf" | grep -q "not found"; then
     LD_LIBRARY_PATH="$root/lib" ldd "$elf" | grep "not found" >&2
     log "$elf: a library is missing"

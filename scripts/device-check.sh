@@ -20,7 +20,11 @@
 #      (at 1 rank where NCCL refuses 2 ranks on one GPU); and, where the bundle has it,
 #      nccl-tests' all_reduce_perf (built against NCCL's nccl.h) at 1 rank on the shim and on
 #      NVIDIA's libnccl (the GPU image's, from the nvidia-nccl Python package, or
-#      NCCL_LIBRARY_DIR), their best busbw side by side.
+#      NCCL_LIBRARY_DIR), their best busbw side by side;
+#   4. ccl's own torch backend on CUDA tensors: ccl_torch built there against that python's torch
+#      (the bundle's torch/ sources, include/ and lib/), then the torch step's cases on
+#      init_process_group("ccl_torch") at 2 ranks on GPU 0 (tests/nccl_shim/torch_nccl_check.py
+#      --ccl-torch), two streams and a captured graph included, against torch on NVIDIA's NCCL.
 # Prints one summary line ("device-check: PASS ..." or "device-check: FAIL ...") last. Without a
 # GPU it says so and exits 0. Bounded: each step has a timeout; the whole takes under 10 minutes.
 #
@@ -185,20 +189,42 @@ echo "$out" | tail -3
 # timeout is for a stuck driver.
 torch_check=$root/py/torch_nccl_check.py
 [ -f "$torch_check" ] || torch_check=tests/nccl_shim/torch_nccl_check.py
-torch_budget=$(( 500 - ($(date +%s) - start) ))
-[ "$torch_budget" -gt 140 ] && torch_budget=140
-if [ "$torch_budget" -lt 60 ]; then
-  summary+=("torch step not run: ${torch_budget} s of the check's 10 minutes left for it")
-else
-  out=$(timeout $((torch_budget + 20)) "${CCL_DEVICE_CHECK_PYTHON:-python3}" "$torch_check" \
-          "$root" --budget "$torch_budget" 2>&1)
+python=${CCL_DEVICE_CHECK_PYTHON:-python3}
+# torch_step NAME BEFORE ARGS...: the torch check with what is left before BEFORE s of the
+# check (120 s at most); its PASS or skip line joins the summary, anything else the failures.
+torch_step() {
+  local name=$1 budget out status line
+  budget=$(( $2 - ($(date +%s) - start) ))
+  [ "$budget" -gt 120 ] && budget=120
+  if [ "$budget" -lt 60 ]; then
+    summary+=("$name not run: ${budget} s of the check's 10 minutes left for it")
+    return
+  fi
+  out=$(timeout $((budget + 20)) "$python" "$torch_check" "${@:3}" --budget "$budget" 2>&1)
   status=$?
   echo "$out" | tail -20
   line=$(grep -m1 '^torch_nccl_check: ' <<<"$out")
   if [ $status = 0 ] && [ -n "$line" ]; then
-    summary+=("$(sed 's/^torch_nccl_check: PASS: //; s/^torch_nccl_check: skipped: /torch step skipped: /' <<<"$line")")
+    summary+=("$(sed "s/^torch_nccl_check: PASS: //; s/^torch_nccl_check: skipped: /$name skipped: /" <<<"$line")")
   else
-    failed+=("torch_nccl_check (status $status)")
+    failed+=("$name (status $status)")
+  fi
+}
+torch_step "torch step" 400 "$root"
+
+# ccl_torch, built here against this python's torch (a module built elsewhere would not load).
+if [ ! -d "$root/torch" ]; then
+  summary+=("ccl_torch step not run: the bundle has no torch/ (made before it had one)")
+elif ! "$python" -c 'import torch; assert torch.cuda.is_available()' >/dev/null 2>&1; then
+  summary+=("ccl_torch step skipped: $python has no torch with a GPU")
+else
+  built=$( (cd "$root/torch" && CCL_HOME=$root timeout 200 "$python" setup.py build_ext --inplace \
+              --parallel "$(nproc)") 2>&1)
+  if [ $? != 0 ]; then
+    echo "$built" | tail -20
+    failed+=("ccl_torch build against $("$python" -c 'import torch; print(torch.__version__)' 2>&1)")
+  else
+    torch_step "ccl_torch step" 540 "$root" --ccl-torch "$root/torch"
   fi
 fi
 

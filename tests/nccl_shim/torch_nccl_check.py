@@ -1,4 +1,7 @@
-"""torch's ProcessGroupNCCL on ccl's libnccl.so.2 shim, on a GPU: the device check's torch step.
+"""torch on ccl, on a GPU: the device check's torch steps. Two ways, one set of cases:
+  - torch's ProcessGroupNCCL on ccl's libnccl.so.2 shim (the default);
+  - ccl's own backend, ccl_torch, on CUDA tensors (--ccl-torch DIR: DIR holds the ccl_torch
+    package built against this python's torch; no shim, nothing preloaded).
 
 scripts/device-check.sh runs it with the GPU machine's own python3 and torch (a CUDA build), on
 the shim of the bundle it unpacked. In processes started with the shim preloaded and
@@ -19,6 +22,9 @@ LD_LIBRARY_PATH (for libccl.so.0 and what it loads):
      one GPU where NCCL accepts that; NCCL before 2.30 refuses ("Duplicate GPU detected"), and
      then both libraries are timed at 1 rank (a 1-rank all_reduce moves nothing between ranks:
      that ratio compares the cost of a call, not bandwidth).
+With --ccl-torch the same cases run on init_process_group("ccl_torch") (2 ranks, every CUDA
+operation on ccl's device collectives through the backend's CUDA lane), timed against the same
+baseline (at 1 rank, ccl_torch is timed at 1 rank too).
 Prints one line, "torch_nccl_check: PASS: ...", "torch_nccl_check: FAIL: ..." or
 "torch_nccl_check: skipped: ..." (this python has no torch, or torch no CUDA: exit 0), last;
 progress and, on a failure, the ranks' log tails before it. Exit 0 (pass, skipped), 1 (fail),
@@ -27,9 +33,12 @@ whole within --budget seconds.
 
     torch_nccl_check.py BUNDLE_ROOT [--budget S]       the unpacked bundle: nccl/libnccl.so.2, lib/
     torch_nccl_check.py --shim FILE --lib-dir DIR      a build tree's shim and libccl's folder
+    --ccl-torch DIR     ccl_torch instead of the shim (DIR: the folder holding the ccl_torch
+                        package; with BUNDLE_ROOT or --lib-dir for libccl's folder)
     --sizes 1K,1M,64M   the sizes of the per-datatype cases (bytes per rank)
-    --cpu-gloo          the same cases with gloo on CPU tensors (the shim still preloaded and its
-                        binding checked), no baseline: how this script is checked without a GPU
+    --cpu-gloo, --cpu   the same cases with gloo on CPU tensors (the shim still preloaded and its
+                        binding checked), or with --ccl-torch ccl_torch on CPU tensors, no
+                        baseline: how this script is checked without a GPU
 """
 
 import argparse
@@ -146,6 +155,9 @@ class Rank:
         self.rank = spec["rank"]
         self.world = spec["world"]
         self.gpu = not spec["cpu_gloo"]
+        # The process group's backend: torch's NCCL (on the shim or not), gloo (the CPU dry run
+        # of the shim's cases), or ccl's own.
+        self.backend = "ccl_torch" if spec.get("ccl_torch") else "nccl" if self.gpu else "gloo"
         self.res = {"rank": self.rank, "phase": "import torch", "checks": 0, "failures": [],
                     "error": None, "done": False}
         self.save()
@@ -167,7 +179,10 @@ class Rank:
         self.torch, self.dist = torch, dist
 
         self.phase("binding")
-        if self.spec["shim"]:
+        if self.backend == "ccl_torch":
+            import ccl_torch
+            self.res["library"] = f"ccl_torch {ccl_torch.version()}"
+        elif self.spec["shim"]:
             self.res["library"] = check_binding(self.spec["shim"])
         elif self.gpu:
             self.res["library"] = describe_nccl(torch)
@@ -182,9 +197,9 @@ class Rank:
         store = dist.FileStore(self.spec["store"], self.world)
         kwargs = dict(store=store, rank=self.rank, world_size=self.world,
                       timeout=datetime.timedelta(seconds=self.spec["timeout_s"]))
-        if self.gpu:
+        if self.backend == "nccl":
             kwargs["device_id"] = self.device
-        dist.init_process_group("nccl" if self.gpu else "gloo", **kwargs)
+        dist.init_process_group(self.backend, **kwargs)
 
         if self.spec["role"] == "full":
             for size in self.spec["sizes"]:
@@ -241,7 +256,7 @@ class Rank:
         x = self.put(b + r, dtype)
         dist.all_reduce(x)
         self.expect(f"all_reduce sum {tag}", x, b * w + offset)
-        if dtype.is_floating_point and self.gpu:  # gloo has no AVG
+        if dtype.is_floating_point and self.backend != "gloo":  # gloo has no AVG
             x = self.put(b + r, dtype)
             dist.all_reduce(x, op=dist.ReduceOp.AVG)
             self.expect(f"all_reduce avg {tag}", x, b.double() + (w - 1) / 2)
@@ -281,7 +296,7 @@ class Rank:
                 dist.send(mine, peer)
             self.expect(f"send/recv {tag}", got, b + 7 + 2 * peer)
 
-        if self.gpu:
+        if self.backend == "nccl":
             dist.barrier(device_ids=[0])
         else:
             dist.barrier()
@@ -420,10 +435,17 @@ class Parent:
             except subprocess.TimeoutExpired:
                 pass
 
-    def env(self, shim):
+    def env(self, shim, ccl_torch=False):
         env = dict(os.environ)
         env.setdefault("NCCL_DEBUG", "WARN")  # NCCL's (and the shim's) refusals in the logs
-        if shim:
+        if ccl_torch:
+            env.pop("LD_PRELOAD", None)
+            old = env.get("PYTHONPATH")
+            env["PYTHONPATH"] = self.args.ccl_torch + (":" + old if old else "")
+            old = env.get("LD_LIBRARY_PATH")
+            env["LD_LIBRARY_PATH"] = (old + ":" if old else "") + self.args.lib_dir
+            env.setdefault("CCL_TIMEOUT", "30")
+        elif shim:
             env["LD_PRELOAD"] = shim + (":" + env["LD_PRELOAD"] if env.get("LD_PRELOAD") else "")
             env["LD_BIND_NOW"] = "1"
             # After what is there (the driver's folder, often), so that the bundle's libz and
@@ -451,7 +473,7 @@ class Parent:
                                      f"(status {run.returncode}): {err}")}, None
         return json.loads(lines[-1]), None
 
-    def ranks(self, tag, world, shim, role, cap, show_logs=True):
+    def ranks(self, tag, world, shim, role, cap, show_logs=True, ccl_torch=False):
         """Runs WORLD ranks; returns (ok, reasons, results). Killed at min(cap, what is left);
         a rank that fails leaves the others 15 s; a rank that is done must exit within 15 s."""
         limit = min(cap, self.left())
@@ -464,11 +486,11 @@ class Parent:
             result = os.path.join(self.tmp, f"{tag}.{r}.json")
             spec = dict(rank=r, world=world, store=store, result=result, role=role,
                         shim=shim, sizes=self.args.sizes, cpu_gloo=self.args.cpu_gloo,
-                        timeout_s=max(10, int(limit) - 5))
+                        ccl_torch=ccl_torch, timeout_s=max(10, int(limit) - 5))
             log = os.path.join(self.tmp, f"{tag}.{r}.log")
             with open(log, "w") as out:
                 p = subprocess.Popen([sys.executable, __file__, "--rank", json.dumps(spec)],
-                                     env=self.env(shim), stdout=out, stderr=subprocess.STDOUT,
+                                     env=self.env(shim, ccl_torch), stdout=out, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL)
             procs.append(p)
             self.live.append(p)
@@ -531,21 +553,27 @@ class Parent:
             return "FAIL", hang
         if "skip" in info:
             return "skipped", info["skip"]
-        where = "CPU, gloo" if a.cpu_gloo else f"cuda:0 ({info['gpu']})"
+        cpu = "CPU, ccl_torch" if a.ccl_torch else "CPU, gloo"
+        where = cpu if a.cpu_gloo else f"cuda:0 ({info['gpu']})"
         progress(f"torch {info['torch']} (CUDA {info['cuda']}), NVIDIA's NCCL "
                  f"{info.get('nccl', '?')}, {sys.executable}; {where}")
 
-        ok, reasons, got = self.ranks("shim-2", 2, a.shim, "full", 90)
+        ok, reasons, got = self.subject_ranks(2, "full", 90)
         if not ok:
-            return "FAIL", f"torch {info['torch']} on the shim, 2 ranks on {where}: " + \
+            on = "ccl_torch" if a.ccl_torch else "the shim"
+            return "FAIL", f"torch {info['torch']} on {on}, 2 ranks on {where}: " + \
                 "; ".join(reasons[:6])
         checks = sum(res["checks"] for res in got)
         shim_t = got[0]["seconds"]
         algbw = TIMED_BYTES / shim_t / 1e9
-        group = "ProcessGroupGloo, the shim preloaded" if a.cpu_gloo else \
-            "ProcessGroupNCCL on the shim"
+        if a.ccl_torch:
+            group = "BackendCcl"
+        elif a.cpu_gloo:
+            group = "ProcessGroupGloo, the shim preloaded"
+        else:
+            group = "ProcessGroupNCCL on the shim"
         extra = "" if a.cpu_gloo else ", two streams, a captured graph replayed 3 times"
-        ops = "sum" if a.cpu_gloo else "sum/avg"  # gloo has no AVG
+        ops = "sum" if a.cpu_gloo and not a.ccl_torch else "sum/avg"  # gloo has no AVG
         text = (f"torch {info['torch']} {group} ({got[0]['library']}), 2 ranks on {where}: "
                 f"all_reduce {ops}, all_gather, reduce_scatter, broadcast, all_to_all, "
                 "send/recv, barrier x float32/bfloat16/int64 x " +
@@ -553,11 +581,18 @@ class Parent:
                 f" ({checks} checks){extra} pass; all_reduce 64 MiB float32 at 2 ranks "
                 f"{shim_t * 1e3:.3f} ms, busbw {algbw:.1f} GB/s")
         if a.cpu_gloo:
-            return "PASS", text + " (gloo on CPU: no baseline)"
+            return "PASS", text + " (on CPU: no baseline)"
         try:
             return "PASS", text + "; " + self.baseline(shim_t, info)
         except ShimFailure as e:
             return "FAIL", f"{e} (2 ranks passed: {text})"
+
+    def subject_ranks(self, world, role, cap):
+        """The ranks of what is checked: ccl_torch, or torch's NCCL on the shim."""
+        a = self.args
+        if a.ccl_torch:
+            return self.ranks(f"ccl_torch-{world}", world, None, role, cap, ccl_torch=True)
+        return self.ranks(f"shim-{world}", world, a.shim, role, cap)
 
     def baseline(self, shim_t, info):
         """torch on NVIDIA's NCCL: at 2 ranks if it accepts them on one GPU, else at 1 rank with
@@ -567,7 +602,8 @@ class Parent:
         if ok:
             nccl_t = got[0]["seconds"]
             return (f"torch on NVIDIA's {got[0]['library']} at 2 ranks: {nccl_t * 1e3:.3f} ms, "
-                    f"busbw {TIMED_BYTES / nccl_t / 1e9:.1f} GB/s; shim/NCCL busbw "
+                    f"busbw {TIMED_BYTES / nccl_t / 1e9:.1f} GB/s; "
+                    f"{'ccl_torch' if self.args.ccl_torch else 'shim'}/NCCL busbw "
                     f"{nccl_t / shim_t:.2f}")
         logs = " ".join(read_tail(os.path.join(self.tmp, f"nccl-2.{r}.log"), 200) for r in (0, 1))
         if "Duplicate GPU" in logs or any("Duplicate GPU" in x for x in reasons):
@@ -578,15 +614,17 @@ class Parent:
         ok1, reasons1, got1 = self.ranks("nccl-1", 1, None, "time", 30)
         if not ok1:
             return f"{why}; at 1 rank it failed too ({one_line(reasons1[0], 200)}): no baseline"
-        oks, reasonss, gots = self.ranks("shim-1", 1, self.args.shim, "time", 30)
+        oks, reasonss, gots = self.subject_ranks(1, "time", 30)
         nccl_t = got1[0]["seconds"]
         head = (f"{why}, so at 1 rank (no data moves between ranks: the cost of a call, not "
                 f"bandwidth): NCCL {nccl_t * 1e3:.3f} ms")
+        ours = "ccl_torch" if self.args.ccl_torch else "shim"
         if not oks:
-            # The shim at 1 rank is ccl's: a failure there fails the check.
-            raise ShimFailure("the shim at 1 rank: " + "; ".join(reasonss[:3]))
+            # The shim (or ccl_torch) at 1 rank is ccl's: a failure there fails the check.
+            raise ShimFailure(f"the {ours} at 1 rank: " + "; ".join(reasonss[:3]))
         shim1_t = gots[0]["seconds"]
-        return f"{head}, shim {shim1_t * 1e3:.3f} ms, shim/NCCL algbw {nccl_t / shim1_t:.2f}"
+        return (f"{head}, {ours} {shim1_t * 1e3:.3f} ms, {ours}/NCCL algbw "
+                f"{nccl_t / shim1_t:.2f}")
 
 
 class ShimFailure(Exception):
@@ -623,7 +661,8 @@ def main():
     parser.add_argument("--lib-dir", help="libccl.so.0's folder (default ROOT/lib)")
     parser.add_argument("--budget", type=float, default=140, help="seconds for everything")
     parser.add_argument("--sizes", default="1K,1M,64M")
-    parser.add_argument("--cpu-gloo", action="store_true")
+    parser.add_argument("--cpu-gloo", "--cpu", dest="cpu_gloo", action="store_true")
+    parser.add_argument("--ccl-torch", help="the folder holding the ccl_torch package")
     args = parser.parse_args()
     try:
         args.sizes = [parse_size(s) for s in args.sizes.split(",")]
@@ -635,10 +674,20 @@ def main():
     if args.root:
         args.shim = args.shim or os.path.join(args.root, "nccl", "libnccl.so.2")
         args.lib_dir = args.lib_dir or os.path.join(args.root, "lib")
-    if not args.shim or not args.lib_dir:
+    if args.ccl_torch:
+        if not args.lib_dir:
+            parser.error("--ccl-torch needs BUNDLE_ROOT or --lib-dir")
+        args.ccl_torch = os.path.abspath(args.ccl_torch)
+        if not os.path.isfile(os.path.join(args.ccl_torch, "ccl_torch", "__init__.py")):
+            print(f"{NAME}: FAIL: no ccl_torch package in {args.ccl_torch}")
+            return 1
+        args.shim = None  # nothing preloaded: ccl_torch is the subject
+    elif not args.shim or not args.lib_dir:
         parser.error("give BUNDLE_ROOT, or --shim and --lib-dir")
-    args.shim, args.lib_dir = os.path.abspath(args.shim), os.path.abspath(args.lib_dir)
-    if not os.path.exists(args.shim) or not os.path.isdir(args.lib_dir):
+    args.lib_dir = os.path.abspath(args.lib_dir)
+    if args.shim:
+        args.shim = os.path.abspath(args.shim)
+    if (args.shim and not os.path.exists(args.shim)) or not os.path.isdir(args.lib_dir):
         print(f"{NAME}: FAIL: no shim at {args.shim} or no folder {args.lib_dir}")
         return 1
 
