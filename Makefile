@@ -6,20 +6,19 @@
 #                   trials and the netns runs in an ASan+UBSan build (build-asan/)
 #   make asan-full  the same without the subset: every test but the fault trials
 #   make tsan       the subset's unit tests in a TSan build (build-tsan/), which
-#                   leaves out perf/ (its harness is single-threaded) and is built without the
-#                   CUDA toolkit (CCL_ENABLE_CUDA=OFF), so that CI builds ccl both ways
+#                   leaves out perf/ (its harness is single-threaded); with the CUDA toolkit, so
+#                   the fake driver's tests (cuda_test: streams are threads) run under TSan too
 #   make tsan-full  the same without the subset, and the integration tests too
-#   make tsan-cuda  the CUDA path under TSan: cuda_test (the fake driver's) in a TSan build with
-#                   the CUDA toolkit (build-tsan-cuda/)
-#   make fuzz       builds the libFuzzer targets with clang (build-fuzz/, without the CUDA
-#                   toolkit: no parser touches CUDA) and runs each for FUZZ_SECONDS
+#   make fuzz       builds the libFuzzer targets with clang (build-fuzz/, and libccl with them,
+#                   without the CUDA toolkit: no parser touches CUDA, and CI so builds ccl both
+#                   ways) and runs each for FUZZ_SECONDS
 #   make fuzz-ci    the same targets, each for FUZZ_RUNS inputs from the fixed seed FUZZ_SEED
 #                   (what .ci/run runs: the same inputs on every machine)
 BUILD ?= build
 JOBS ?= $(shell nproc)
 NP ?= 2
 
-.PHONY: deps build run test asan asan-full asan-build tsan tsan-full tsan-build tsan-cuda fuzz fuzz-ci \
+.PHONY: deps build run test asan asan-full asan-build tsan tsan-full tsan-build fuzz fuzz-ci \
         fuzz-build clean format
 
 deps:
@@ -71,7 +70,7 @@ asan-full: asan-build
 
 tsan-build: deps
 	cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCCL_SANITIZE=thread \
-	      -DCCL_BUILD_PERF=OFF -DCCL_ENABLE_CUDA=OFF
+	      -DCCL_BUILD_PERF=OFF
 	cmake --build build-tsan -j $(JOBS)
 
 tsan: tsan-build
@@ -80,17 +79,6 @@ tsan: tsan-build
 tsan-full: TSAN_LABELS = unit|integration
 tsan-full: tsan-build
 	$(TSAN_CTEST) -E '^Sweep/'
-
-# The CUDA path under TSan: a TSan build with the CUDA toolkit (build-tsan-cuda/; only the
-# library and cuda_test, the fake driver's tests), whose streams' threads TSan watches. The fake
-# tells TSan of the synchronisation its stream memory operations give (fake_driver.cc). Not in
-# .ci/run yet: it would take CI past its hour (about 3 minutes of build and 1 of tests).
-tsan-cuda: deps
-	cmake -S . -B build-tsan-cuda -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCCL_SANITIZE=thread \
-	      -DCCL_BUILD_PERF=OFF -DCCL_ENABLE_CUDA=ON
-	cmake --build build-tsan-cuda -j $(JOBS) --target cuda_test
-	cd build-tsan-cuda && TSAN_OPTIONS=halt_on_error=1 UCX_MEM_EVENTS=no \
-	  tests/unit/cuda/cuda_test --gtest_brief=1
 
 FUZZ_SECONDS ?= 30
 FUZZ_RUNS ?= 5000

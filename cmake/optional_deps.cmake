@@ -31,8 +31,8 @@ endif()
 
 # The CUDA toolkit is looked for, not required: libccl takes only cuda.h's declarations from it
 # and loads the driver (libcuda.so.1) at run time, so a CUDA build runs, unchanged, where there is
-# no driver. CCL_ENABLE_CUDA=OFF builds without the toolkit even where it is installed (the TSan
-# build does, so that CI builds both ways).
+# no driver. CCL_ENABLE_CUDA=OFF builds without the toolkit even where it is installed (the fuzz
+# build does, and libccl with it, so that CI builds both ways).
 option(CCL_ENABLE_CUDA "Build the CUDA path where the CUDA toolkit is found" ON)
 set(CCL_HAVE_CUDA_TOOLKIT OFF)
 if(CCL_ENABLE_CUDA)
