@@ -66,8 +66,9 @@ elif [ -n "${1:-}" ]; then
   build=$1
 fi
 
-# CCL_DEVICE_CHECK_WITHOUT_GPU=1 runs every step anyway (each then fails, saying why): how the
-# script itself is checked on a machine without one.
+# CCL_DEVICE_CHECK_WITHOUT_GPU=1 runs every step anyway (each then fails, saying why, but the
+# ccl_torch step, which builds ccl_torch from the bundle and runs its cases on CPU tensors): how
+# the script itself is checked on a machine without one.
 if [ "${CCL_DEVICE_CHECK_WITHOUT_GPU:-0}" != 1 ]; then
   if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
     log "no GPU here (nvidia-smi finds none): nothing to check"
@@ -190,6 +191,9 @@ echo "$out" | tail -3
 torch_check=$root/py/torch_nccl_check.py
 [ -f "$torch_check" ] || torch_check=tests/nccl_shim/torch_nccl_check.py
 python=${CCL_DEVICE_CHECK_PYTHON:-python3}
+# A path made absolute (not resolved: a venv's python is a link to its base interpreter), since
+# the ccl_torch build runs in another folder.
+case $python in */*) python="$(cd "$(dirname "$python")" && pwd)/$(basename "$python")" ;; esac
 # torch_step NAME BEFORE ARGS...: the torch check with what is left before BEFORE s of the
 # check (120 s at most); its PASS or skip line joins the summary, anything else the failures.
 torch_step() {
@@ -215,16 +219,20 @@ torch_step "torch step" 400 "$root"
 # ccl_torch, built here against this python's torch (a module built elsewhere would not load).
 if [ ! -d "$root/torch" ]; then
   summary+=("ccl_torch step not run: the bundle has no torch/ (made before it had one)")
-elif ! "$python" -c 'import torch; assert torch.cuda.is_available()' >/dev/null 2>&1; then
+elif [ "${CCL_DEVICE_CHECK_WITHOUT_GPU:-0}" != 1 ] &&
+     ! "$python" -c 'import torch; assert torch.cuda.is_available()' >/dev/null 2>&1; then
   summary+=("ccl_torch step skipped: $python has no torch with a GPU")
 else
-  built=$( (cd "$root/torch" && CCL_HOME=$root timeout 200 "$python" setup.py build_ext --inplace \
+  # Without a GPU (the script's own check), built all the same and run on CPU tensors.
+  on_cpu=()
+  [ "${CCL_DEVICE_CHECK_WITHOUT_GPU:-0}" = 1 ] && on_cpu=(--cpu)
+  built=$( (cd "$root/torch" && CCL_HOME=$root timeout 300 "$python" setup.py build_ext --inplace \
               --parallel "$(nproc)") 2>&1)
   if [ $? != 0 ]; then
     echo "$built" | tail -20
     failed+=("ccl_torch build against $("$python" -c 'import torch; print(torch.__version__)' 2>&1)")
   else
-    torch_step "ccl_torch step" 540 "$root" --ccl-torch "$root/torch"
+    torch_step "ccl_torch step" 540 "$root" --ccl-torch "$root/torch" "${on_cpu[@]}"
   fi
 fi
 
@@ -253,5 +261,5 @@ if [ ${#failed[@]} = 0 ]; then
   log "PASS on $gpu in ${took} s: $(IFS=';'; echo "${summary[*]}")"
   exit 0
 fi
-log "FAIL on $gpu in ${took} s: $(IFS=';'; echo "${failed[*]}")"
+log "FAIL on $gpu in ${took} s: $(IFS=';'; echo "${failed[*]}")${summary[*]:+ | the rest: $(IFS=';'; echo "${summary[*]}")}"
 exit 1

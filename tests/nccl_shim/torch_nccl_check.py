@@ -181,7 +181,8 @@ class Rank:
         self.phase("binding")
         if self.backend == "ccl_torch":
             import ccl_torch
-            self.res["library"] = f"ccl_torch {ccl_torch.version()}"
+            code = ccl_torch.version()  # CCL_VERSION_CODE: major * 10000 + minor * 100 + patch
+            self.res["library"] = f"ccl_torch on ccl {code // 10000}.{code // 100 % 100}.{code % 100}"
         elif self.spec["shim"]:
             self.res["library"] = check_binding(self.spec["shim"])
         elif self.gpu:
