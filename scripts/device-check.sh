@@ -20,7 +20,7 @@
 #      (at 1 rank where NCCL refuses 2 ranks on one GPU); and, where the bundle has it,
 #      nccl-tests' all_reduce_perf (built against NCCL's nccl.h) at 1 rank on the shim and on
 #      NVIDIA's libnccl (the GPU image's, from the nvidia-nccl Python package, or
-#      NCCL_LIBRARY_DIR), their best busbw side by side;
+#      NCCL_LIBRARY_DIR), their best algbw side by side (busbw is 0 at 1 rank);
 #   4. ccl's own torch backend on CUDA tensors: ccl_torch built there against that python's torch
 #      (the bundle's torch/ sources, include/ and lib/), then the torch step's cases on
 #      init_process_group("ccl_torch") at 2 ranks on GPU 0 (tests/nccl_shim/torch_nccl_check.py
@@ -40,18 +40,21 @@ set -u
 cd "$(dirname "$0")/.." || exit 2
 start=$(date +%s)
 log() { echo "device-check: $*"; }
-# The best out-of-place busbw (column 8) of the float rows of an nccl-tests table on stdin.
-best_busbw() { awk '/^ +[0-9]+ +[0-9]+ +float/ {if ($8 > b) b = $8} END {print b + 0}'; }
+# best_bw COLUMN: the best out-of-place value of COLUMN (7 algbw, 8 busbw) of the float rows of an
+# nccl-tests table on stdin.
+best_bw() { awk -v c="$1" '/^ +[0-9]+ +[0-9]+ +float/ {if ($c > b) b = $c} END {print b + 0}'; }
 # sweep NAME NOTE LIBRARY_PATH COMMAND...: runs an nccl-tests style sweep (300 s at most); it
 # passed with exit status 0 and no wrong element, and then adds "NAME: best busbw B GB/s NOTE" to
-# the summary, else NAME to the failures.
+# the summary, else NAME to the failures. SWEEP_BW=algbw takes the best algbw instead: at 1 rank
+# an allreduce's busbw is 0 by nccl-tests' definition (algbw x 2(n-1)/n).
 sweep() {
-  local name=$1 note=$2 out status
+  local name=$1 note=$2 out status bw=${SWEEP_BW:-busbw} column=8
+  [ "$bw" = algbw ] && column=7
   out=$(bounded 300 "$3" "${@:4}" 2>&1)
   status=$?
   echo "$out" | tail -25
   if [ "$status" = 0 ] && ! grep -q "Out of bounds values : [1-9]" <<<"$out"; then
-    summary+=("$name: best busbw $(best_busbw <<<"$out") GB/s$note")
+    summary+=("$name: best $bw $(best_bw "$column" <<<"$out") GB/s$note")
   else
     failed+=("$name (status $status)")
   fi
@@ -237,18 +240,18 @@ else
 fi
 
 if [ -x "$bin/nccl_tests_all_reduce_perf" ]; then
-  sweep "nccl-tests all_reduce_perf on the shim, 1 rank" "" \
+  SWEEP_BW=algbw sweep "nccl-tests all_reduce_perf on the shim, 1 rank" "" \
     "$shim_libs" "$bin/nccl_tests_all_reduce_perf" -b 8 -e 256M -f 4 -g 1 -c 1
-  shim_bw=$(sed -n 's/^nccl-tests all_reduce_perf on the shim, 1 rank: best busbw \([0-9.]*\).*/\1/p' \
+  shim_bw=$(sed -n 's/^nccl-tests all_reduce_perf on the shim, 1 rank: best algbw \([0-9.]*\).*/\1/p' \
               < <(printf '%s\n' "${summary[@]}") | tail -1)
   # NVIDIA's own library, for the same binary: the GPU image carries it in a Python package.
   nccl_dir=${NCCL_LIBRARY_DIR:-$(python3 -c 'import nvidia.nccl, os; print(os.path.join(os.path.dirname(nvidia.nccl.__file__), "lib"))' 2>/dev/null)}
   if [ -n "$nccl_dir" ] && [ -e "$nccl_dir/libnccl.so.2" ]; then
-    sweep "nccl-tests all_reduce_perf on NVIDIA's libnccl, 1 rank" "" \
+    SWEEP_BW=algbw sweep "nccl-tests all_reduce_perf on NVIDIA's libnccl, 1 rank" "" \
       "$nccl_dir:$libs" "$bin/nccl_tests_all_reduce_perf" -b 8 -e 256M -f 4 -g 1 -c 1
-    nccl_bw=$(sed -n "s/^nccl-tests all_reduce_perf on NVIDIA's libnccl, 1 rank: best busbw \([0-9.]*\).*/\1/p" \
+    nccl_bw=$(sed -n "s/^nccl-tests all_reduce_perf on NVIDIA's libnccl, 1 rank: best algbw \([0-9.]*\).*/\1/p" \
                 < <(printf '%s\n' "${summary[@]}") | tail -1)
-    [ -n "$shim_bw" ] && [ -n "$nccl_bw" ] && summary+=("shim / NCCL at 1 rank: $(awk -v a="$shim_bw" -v b="$nccl_bw" 'BEGIN {if (b > 0) printf "%.2f", a / b; else print "?"}')")
+    [ -n "$shim_bw" ] && [ -n "$nccl_bw" ] && summary+=("shim / NCCL algbw at 1 rank: $(awk -v a="$shim_bw" -v b="$nccl_bw" 'BEGIN {if (b > 0) printf "%.2f", a / b; else print "?"}')")
   else
     summary+=("NVIDIA's libnccl.so.2 not found (no nvidia-nccl package, NCCL_LIBRARY_DIR unset)")
   fi
