@@ -846,6 +846,14 @@ WorkPtr BackendCcl::recvAnysource(std::vector<at::Tensor>& tensors, int /*tag*/)
 }
 
 WorkPtr BackendCcl::barrier(const c10d::BarrierOptions& opts) {
+  // A group with CUDA work: the barrier comes after it, as NCCL's (whose barrier is an allreduce
+  // on the device that the host then waits for); then the ranks meet on the host.
+  std::shared_ptr<CudaLane> cuda;
+  {
+    std::lock_guard<std::mutex> lock(cuda_mutex_);
+    cuda = cuda_;
+  }
+  if (cuda) cuda->drain("barrier");
   auto work = new_work(OpType::BARRIER, "barrier", {}, {});
   // A call's own timeout bounds its wait (the barrier stays queued: a late rank still meets it).
   if (opts.timeout != c10d::kUnsetTimeout && opts.timeout.count() > 0) {

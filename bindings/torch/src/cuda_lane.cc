@@ -101,6 +101,16 @@ void CudaLane::check_async(const char* op) {
   if (async != cclSuccess && async != cclInProgress) raise(op, "the CUDA communicator", async);
 }
 
+void CudaLane::drain(const char* op) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    TORCH_CHECK(!aborted_, "ccl ", op, ": the process group was aborted (abort)");
+    post_batch_locked();
+    stream_.synchronize();
+  }
+  check_async(op);
+}
+
 void CudaLane::abort() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (aborted_) return;

@@ -59,6 +59,10 @@ class CudaLane {
   void submit_p2p(const c10::intrusive_ptr<WorkCcl>& work, Launch launch);
   void post_batch_holding(const WorkCcl* work);
 
+  // Waits on the host until the lane's stream has run everything queued on it (bounded: every
+  // device program has the communicator's timeout), then raises, naming `op`, if it failed. For
+  // a barrier: as NCCL's, it ends after the group's CUDA work. Not during a capture.
+  void drain(const char* op);
   // A PreMulSum op multiplying by `factor` (one element of `type`, host memory), kept until the
   // lane closes. Called from inside a launch (the lane's lock held).
   cclRedOp_t premul_op(const at::Tensor& factor, cclDataType_t type);
