@@ -36,3 +36,8 @@ grep -E '^[a-z0-9]+:' "$here/requirements-peers.txt" | while IFS=: read -r group
   "$pip" install --quiet --no-deps --ignore-installed --prefix "$peers/$group" $pins
   echo "$pins" >"$stamp"
 done
+# oneCCL's libccl.so.1 names libccl.so.2 as a dependency, which its wheel lacks, but takes no
+# symbol from it (each it needs is the C and C++ runtimes' or Intel's libintlc's, nm -D): a link
+# of that name to itself, beside it, where its RUNPATH ($ORIGIN) looks, satisfies the loader.
+[ -e "$peers/oneccl/lib/libccl.so.1" ] && ln -sfn libccl.so.1 "$peers/oneccl/lib/libccl.so.2"
+exit 0

@@ -12,6 +12,9 @@
  * reduce_scatter_perf and alltoall_perf, a size is the whole buffer (the gathered one, the one
  * scattered, the one exchanged): nranks pieces of size / nranks, rounded down to 16 bytes. Run it
  * under any MPI launcher, e.g. `mpirun -np 2 mpi_coll_bench --collective broadcast -b 8 -e 64M`.
+ *
+ * Built with -DCOLL_BENCH_ONECCL and oneccl_calls.cc, the timed calls are Intel oneCCL's instead
+ * (MPI starts the ranks, carries oneCCL's rendezvous and times): oneccl_coll_bench.
  */
 #include <math.h>
 #include <mpi.h>
@@ -23,9 +26,21 @@
 enum { ALLREDUCE, BROADCAST, ALLGATHER, REDUCESCATTER, ALLTOALL };
 static const char* const kNames[] = {"allreduce", "broadcast", "allgather", "reducescatter",
                                      "alltoall"};
+#ifdef COLL_BENCH_ONECCL
+static const char* const kCalls[] = {"ccl::allreduce float sum", "ccl::broadcast float",
+                                     "ccl::allgather float", "ccl::reduce_scatter float sum",
+                                     "ccl::alltoall float"};
+/* oneccl_calls.cc */
+int oneccl_setup(int rank, int nranks, char* name, size_t name_size);
+void oneccl_run(int collective, char* send, char* recv, size_t count, int root, int rank,
+                int in_place);
+void oneccl_teardown(void);
+static char oneccl_name[256];
+#else
 static const char* const kCalls[] = {"MPI_Allreduce float sum", "MPI_Bcast float",
                                      "MPI_Allgather float", "MPI_Reduce_scatter_block float sum",
                                      "MPI_Alltoall float"};
+#endif
 
 typedef struct {
   size_t min_bytes, max_bytes, step_bytes, step_factor;
@@ -177,6 +192,10 @@ static void run(size_t count, int in_place, int iter) {
   size_t steps = total ? opt.max_bytes / total : 1;
   size_t shift = total * ((size_t)iter % (steps ? steps : 1));
   void* recv = recvbuf + shift;
+#ifdef COLL_BENCH_ONECCL
+  oneccl_run(opt.collective, sendbuf + shift, recvbuf + shift, count, opt.root, rank, in_place);
+  return;
+#endif
   /* In place, MPI takes the input from the receive buffer (allgather: this rank's piece). */
   const void* send = in_place ? MPI_IN_PLACE : (const void*)(sendbuf + shift);
   switch (opt.collective) {
@@ -254,6 +273,9 @@ int main(int argc, char** argv) {
     MPI_Finalize();
     return pr == 0 ? 0 : 1;
   }
+#ifdef COLL_BENCH_ONECCL
+  if (oneccl_setup(rank, nranks, oneccl_name, sizeof oneccl_name) != 0) MPI_Abort(MPI_COMM_WORLD, 1);
+#endif
   gethostname(host, sizeof host - 1);
   bytes = opt.max_bytes > 0 ? opt.max_bytes : 1;
   sendbuf = calloc(bytes, 1);
@@ -274,8 +296,13 @@ int main(int argc, char** argv) {
     for (i = 0; library[i]; ++i) {
       if (library[i] == '\t') library[i] = ' '; /* MPICH's "Version:\t4.0.2" */
     }
+#ifdef COLL_BENCH_ONECCL
+    printf("# oneccl_coll_bench: %s, over %s, %d ranks, host %s\n# library: %s\n",
+           kCalls[opt.collective], library, nranks, host, oneccl_name);
+#else
     printf("# mpi_coll_bench: %s, MPI %d.%d, %d ranks, host %s\n# library: %s\n",
            kCalls[opt.collective], version, subversion, nranks, host, library);
+#endif
     printf(
         "# nThread 1 nGpus 1 minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d "
         "iters: %d agg iters: 1 validation: 0 graph: 0\n#\n",
@@ -319,6 +346,9 @@ int main(int argc, char** argv) {
   }
   free(sendbuf);
   free(recvbuf);
+#ifdef COLL_BENCH_ONECCL
+  oneccl_teardown();
+#endif
   MPI_Finalize();
   return 0;
 }
