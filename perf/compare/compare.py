@@ -341,6 +341,8 @@ class PrefixMpiRunner(MpiRunner):
 
     group = ""
     launcher_name = "mpiexec"
+    prefix_vars: Sequence[str] = ()  # variables that must name the prefix it is installed in
+    settings: Dict[str, str] = {}  # the peer's documented switches, unless the caller set them
 
     def prefix(self) -> str:
         return os.path.join(PEERS_DIR, self.group)
@@ -360,6 +362,10 @@ class PrefixMpiRunner(MpiRunner):
         env["PATH"] = os.path.join(self.prefix(), "bin") + os.pathsep + env.get("PATH", "")
         env["LD_LIBRARY_PATH"] = os.path.join(self.prefix(), "lib") + (
             os.pathsep + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
+        for name in self.prefix_vars:
+            env[name] = self.prefix()
+        for name, value in self.settings.items():
+            env.setdefault(name, value)
         return env
 
     def command(self, size):
@@ -376,12 +382,8 @@ class IntelMpiRunner(PrefixMpiRunner):
     library = "Intel(R) MPI"
     group = "impi"
     binary = "impi_coll_bench"
-
-    def env(self):
-        env = super().env()
-        env["I_MPI_ROOT"] = self.prefix()
-        env.setdefault("I_MPI_FABRICS", "shm")
-        return env
+    prefix_vars = ("I_MPI_ROOT",)
+    settings = {"I_MPI_FABRICS": "shm"}
 
 
 class OpenMpi5Runner(PrefixMpiRunner):
@@ -391,11 +393,7 @@ class OpenMpi5Runner(PrefixMpiRunner):
     group = "openmpi5"
     binary = "openmpi5_coll_bench"
     launcher_name = "mpirun"
-
-    def env(self):
-        env = super().env()
-        env["OPAL_PREFIX"] = self.prefix()  # the wheel's prefix is not the one it was built for
-        return env
+    prefix_vars = ("OPAL_PREFIX",)  # the wheel's prefix is not the one it was built for
 
     def command(self, size):
         return ([self.launcher(), "--allow-run-as-root", "--oversubscribe", "-np",
