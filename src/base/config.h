@@ -1,7 +1,7 @@
-// The one registry of CCL_* variables (DESIGN.md principle 4). Each variable is declared once in
-// config_table.cc with its type, default and a one-line doc; `ccl-info --env` prints them all.
-// Values are read from the environment at each call (cheap: callers cache what they need at
-// communicator init), so tests may setenv() between communicators.
+// The one registry of CCL_* variables (docs/environment.md is made from it). Each variable is
+// declared once in config_table.cc with its type, default and a one-line doc; `ccl-info --env`
+// prints them all. Values are read from the environment at each call (cheap: callers cache what
+// they need at communicator init), so tests may setenv() between communicators.
 #pragma once
 
 #include <cstdint>

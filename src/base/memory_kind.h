@@ -1,6 +1,7 @@
-// The kinds of memory a call's buffer can be (DESIGN.md "Memory kinds"). Below everything: the
-// transports say which kinds they move (Transport::moves), the algorithms keep one kernel row per
-// kind (algorithms/memory_kernels.h), the communicator resolves each call's kinds once.
+// The kinds of memory a call's buffer can be (docs/design-notes.md "Memory kinds and
+// registration"). Below everything: the transports say which kinds they move (Transport::moves),
+// the algorithms keep one kernel row per kind (algorithms/memory_kernels.h), the communicator
+// resolves each call's kinds once.
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,6 @@
-// The C API of recovery (ccl.h, API.md "Recovering from a failed rank"): argument checks, then the
-// communicator's revoke, agree, failed ranks and shrink (comm_recovery.cc); grow is a join of the
-// members and the newcomers through one rendezvous.
+// The C API of recovery (ccl.h, docs/reliability.md "Recovering from a failed rank"): argument
+// checks, then the communicator's revoke, agree, failed ranks and shrink (comm_recovery.cc); grow
+// is a join of the members and the newcomers through one rendezvous.
 #include <set>
 #include <vector>
 

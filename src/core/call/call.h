@@ -1,4 +1,4 @@
-// One call of the C API as a value (DESIGN.md "an operation is a value"): what it is, its
+// One call of the C API as a value (docs/design-notes.md "A call, end to end"): what it is, its
 // buffers, count, type, op and root, or a group's sends and receives, as the caller passed them.
 //
 // The entry point (core/api/) builds one per call once its arguments are checked, and from there

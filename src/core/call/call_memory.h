@@ -1,5 +1,5 @@
-// A call's buffers as the communicator sees them (DESIGN.md "Memory kinds", "Registration"):
-// resolved once per call, before anything is sent — each buffer's registration (the
+// A call's buffers as the communicator sees them (docs/design-notes.md "Memory kinds and
+// registration"): resolved once per call, before anything is sent — each buffer's registration (the
 // registration cache's, or none), hence its kind, the kernel row that serves both kinds, and a
 // check that every transport of the communicator moves them.
 //
