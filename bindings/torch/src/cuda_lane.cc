@@ -88,6 +88,8 @@ CudaLane::~CudaLane() {
   }
 }
 
+c10::Stream CudaLane::caller_stream() const { return cuda_guard().getStream(device_); }
+
 void CudaLane::raise(const char* op, const char* call, cclResult_t r) const {
   throw_failure(r, std::string("ccl ") + op + ": " + ccl_error_text(call, r, comm_));
 }
@@ -187,7 +189,7 @@ void CudaLane::enqueue_locked(const std::vector<c10::intrusive_ptr<WorkCcl>>& wo
   const c10::DeviceGuard on_device(device_);
   // The lane's stream waits for what the caller queued before the call (its inputs).
   c10::Event ready(c10::DeviceType::CUDA);
-  ready.record(cuda_guard().getStream(device_));
+  ready.record(caller_stream());
   ready.block(stream_);
   const c10::StreamGuard on_lane(stream_);
   const cclResult_t r = launch(comm_, ccl_stream_);

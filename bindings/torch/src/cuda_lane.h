@@ -52,6 +52,8 @@ class CudaLane {
   CudaLane& operator=(const CudaLane&) = delete;
 
   const c10::Device& device() const { return device_; }
+  // The stream the calling thread works on now, on the lane's device (torch's current stream).
+  c10::Stream caller_stream() const;
 
   // Posts the pending batch, then queues `launch` after the caller's current stream's work, and
   // completes `work` on the lane's stream. A launch that fails raises at once.

@@ -23,11 +23,6 @@ bool profiler_listens() {
   return at::getStepCallbacksUnlessEmpty(at::RecordScope::USER_SCOPE).has_value();
 }
 
-// The stream the caller works on now, on `device`.
-c10::Stream current_stream(c10::Device device) {
-  return c10::impl::VirtualGuardImpl(device.type()).getStream(device);
-}
-
 }  // namespace
 
 const char* WorkCcl::span_title(c10d::OpType type) {
@@ -158,7 +153,7 @@ void WorkCcl::fail_on_device(const std::string& text) {
 void WorkCcl::synchronize() {
   if (!cuda_) return;
   cuda_->post_batch_holding(this);
-  if (done_) done_->block(current_stream(cuda_->device()));
+  if (done_) done_->block(cuda_->caller_stream());
 }
 
 bool WorkCcl::isCompleted() {
